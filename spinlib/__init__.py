@@ -1,0 +1,9 @@
+"""spinlib: models, optimal controllers and simulators for multi-access speculative inference."""
+from .acceptance import expected_tokens, tokens_table
+from .presets import PRESETS, random_scenario
+from .rounds import Allocation, evaluate, simulate_rounds
+from .scenario import Payload, Radio, Scenario, Server, User, ValidationError
+
+__version__ = "0.1.0"
+__all__ = ["Allocation", "Payload", "PRESETS", "Radio", "Scenario", "Server", "User", "ValidationError",
+           "evaluate", "expected_tokens", "random_scenario", "simulate_rounds", "tokens_table"]

@@ -1,0 +1,83 @@
+"""Acceptance models: how many tokens a round of speculative decoding produces.
+
+With L drafted tokens, i.i.d. acceptance ``alpha`` and the correction/bonus token counted, the
+number of tokens a round produces, ``N = 1 + A`` with ``A = min(first rejection index, L)``, has
+
+    E[N](L) = sum_{i=0}^{L} alpha^i = (1 - alpha^(L+1)) / (1 - alpha)     (Leviathan et al., eq. 1)
+
+which is 1 at L = 0 (plain autoregressive decoding: one token per target pass). With an empirical
+prefix-acceptance profile ``pi_i = P(first i drafts all accepted)``::
+
+    E[N](L) = 1 + sum_{i=1}^{L} pi_i .
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def expected_tokens(alpha, L):
+    """``E[N](L) = (1 - alpha^(L+1)) / (1 - alpha)``, broadcasting ``alpha`` [K] and ``L`` [..., K].
+
+    Parameters
+    ----------
+    alpha : array_like
+        Acceptance rates in [0, 1).
+    L : array_like of int
+        Draft lengths >= 0.
+    """
+    alpha = np.asarray(alpha, dtype=float)
+    L = np.asarray(L)
+    if np.any(L < 0):
+        raise ValueError("draft lengths must be >= 0")
+    if np.any((alpha < 0) | (alpha >= 1)):
+        raise ValueError("alpha must be in [0, 1)")
+    return (1.0 - alpha ** (L + 1.0)) / (1.0 - alpha)
+
+
+def expected_tokens_profile(profile, L):
+    """``E[N](L) = 1 + sum_{i<=L} pi_i`` for a prefix-acceptance profile ``pi`` (length >= L)."""
+    pi = np.asarray(profile, dtype=float)
+    L = np.asarray(L, dtype=int)
+    cum = np.concatenate([[1.0], 1.0 + np.cumsum(pi)])
+    if np.any(L >= cum.size):
+        raise ValueError(f"profile holds {pi.size} positions, L up to {int(np.max(L))} requested")
+    return cum[L]
+
+
+def iid_profile(alpha: float, L_max: int) -> np.ndarray:
+    """``pi_i = alpha^i`` for i = 1..L_max, the i.i.d. prefix profile."""
+    return float(alpha) ** np.arange(1, L_max + 1)
+
+
+def tokens_table(scenario, L_max: int) -> np.ndarray:
+    """``[K, L_max+1]`` table of ``E[N_k](L)`` for L = 0..L_max.
+
+    Users with an ``acceptance_profile`` use it for the positions it covers and continue with
+    ``alpha_k`` beyond (``pi_{i+1} = pi_i alpha_k``); the others use the i.i.d. model.
+    """
+    L = np.arange(L_max + 1)
+    rows = []
+    for u in scenario.users:
+        if u.acceptance_profile is None:
+            rows.append(expected_tokens(u.alpha, L))
+        else:
+            prof = list(u.acceptance_profile[:L_max])
+            while len(prof) < L_max:
+                prof.append(prof[-1] * u.alpha)
+            rows.append(expected_tokens_profile(prof, L))
+    return np.vstack(rows)
+
+
+def sample_tokens_per_round(alpha, L, rng: np.random.Generator, size=None):
+    """Draw ``N = 1 + min(first rejection, L)`` under i.i.d. Bernoulli(alpha) acceptances.
+
+    ``alpha`` and ``L`` broadcast to shape ``[K]``; returns ``[size..., K]`` integers.
+    The number of leading acceptances is geometric: ``P(A >= i) = alpha^i``.
+    """
+    alpha = np.asarray(alpha, dtype=float)
+    L = np.asarray(L, dtype=int)
+    shape = (() if size is None else tuple(np.atleast_1d(size))) + np.broadcast(alpha, L).shape
+    # first failure index ~ Geometric(1 - alpha) - 1 (numpy's geometric counts trials)
+    with np.errstate(divide="ignore"):
+        fails = rng.geometric(1.0 - np.broadcast_to(alpha, shape)) - 1
+    return 1 + np.minimum(fails, np.broadcast_to(L, shape))

@@ -1,0 +1,141 @@
+"""Command line: ``python -m spinlib {scenario, evaluate, solve}``.
+
+Errors in files or values print one line on stderr (``spinlib: error: ...``) and exit with 2.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from .scenario import Scenario, ValidationError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse prints usage too; keep it short)
+        sys.stderr.write(f"spinlib: error: {message}\n")
+        raise SystemExit(2)
+
+
+def _positive_int(name):
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if v < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {v}")
+        return v
+    return parse
+
+
+def _print_json(obj) -> None:
+    from .rounds import _json_default
+
+    print(json.dumps(obj, indent=2, default=_json_default))
+
+
+def cmd_scenario(args) -> int:
+    from .presets import random_scenario
+
+    s = random_scenario(args.users, seed=args.seed, preset=args.preset)
+    text = s.to_json(args.output)
+    if args.output is None:
+        print(text)
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    from .rounds import Allocation, evaluate
+
+    scenario = Scenario.from_json(args.scenario)
+    alloc = Allocation.from_json(args.allocation)
+    ev = evaluate(scenario, alloc, args.round_model)
+    out = {"goodput_tokens_per_s": ev.goodput_tokens_per_s, "round_model": ev.round_model,
+           "draft_lengths": list(alloc.draft_lengths), "bandwidth_hz": list(alloc.bandwidth_hz),
+           **{k: v for k, v in ev.to_dict().items() if k not in ("goodput_tokens_per_s", "round_model")}}
+    if args.json:
+        _print_json(out)
+    else:
+        print(f"goodput {ev.goodput_tokens_per_s:.3f} token/s ({ev.round_model} rounds, "
+              f"server utilisation {ev.server_utilisation:.2f})")
+        for k in range(scenario.num_users):
+            print(f"  user {k}: L={alloc.draft_lengths[k]} b={alloc.bandwidth_hz[k] / 1e6:.4f} MHz "
+                  f"draft={ev.draft_time_s[k] * 1e3:.2f} ms uplink={ev.uplink_time_s[k] * 1e3:.2f} ms "
+                  f"goodput={ev.user_goodput[k]:.2f} token/s")
+    return 0
+
+
+def cmd_solve(args) -> int:
+    from .control import POLICIES, solve
+
+    if args.list_policies:
+        for name, (_, desc) in POLICIES.items():
+            print(f"{name:34s} {desc}")
+        return 0
+    if args.scenario is None:
+        raise ValidationError("a scenario file is required (or --list-policies)")
+    if args.policy is None:
+        raise ValidationError(f"--policy is required; one of {sorted(POLICIES)}")
+    scenario = Scenario.from_json(args.scenario)
+    kwargs = {"draft_length": args.draft_length, "round_model": args.round_model}
+    if args.L_max is not None:
+        kwargs["L_max"] = args.L_max
+    alloc = solve(scenario, args.policy, **kwargs)
+    if args.output:
+        alloc.to_json(args.output)
+    if args.json:
+        _print_json(dataclasses.asdict(alloc))
+    elif not args.output:
+        print(alloc.to_json())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m spinlib", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    s = sub.add_parser("scenario", help="write a random scenario")
+    s.add_argument("--users", type=_positive_int("--users"), required=True, help="number of users K")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--preset", default="llama2-7b-l4", help="named preset (see spinlib.presets.PRESETS)")
+    s.add_argument("-o", "--output", help="output JSON file (default: stdout)")
+    s.set_defaults(func=cmd_scenario)
+
+    e = sub.add_parser("evaluate", help="goodput and phase times of an allocation")
+    e.add_argument("scenario")
+    e.add_argument("--allocation", required=True)
+    e.add_argument("--round-model", choices=("sync", "async"), default=None,
+                   help="override the allocation's round_model")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=cmd_evaluate)
+
+    v = sub.add_parser("solve", help="compute an allocation with a policy")
+    v.add_argument("scenario", nargs="?")
+    v.add_argument("--policy")
+    v.add_argument("--list-policies", action="store_true")
+    v.add_argument("--draft-length", type=int, default=4, help="L for the fixed-length baselines")
+    v.add_argument("--L-max", dest="L_max", type=_positive_int("--L-max"), default=None)
+    v.add_argument("--round-model", choices=("sync", "async"), default="sync",
+                   help="round model for the baselines")
+    v.add_argument("-o", "--output")
+    v.add_argument("--json", action="store_true")
+    v.set_defaults(func=cmd_solve)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ValidationError as e:
+        sys.stderr.write(f"spinlib: error: {e}\n")
+        return 2
+    except OSError as e:
+        sys.stderr.write(f"spinlib: error: {e}\n")
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

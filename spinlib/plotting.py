@@ -1,0 +1,55 @@
+"""One figure style for every notebook: seaborn, colour-blind palette, marker + line style per series."""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import matplotlib
+
+from .paths import FIGURES
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1)), (0, (1, 1)), (0, (5, 5)))
+
+
+def set_style(context: str = "paper") -> None:
+    """Apply the shared style (no TeX needed)."""
+    import seaborn as sns
+
+    sns.set_theme(context=context, style="whitegrid", palette="colorblind", font_scale=1.1)
+    matplotlib.rcParams.update(
+        {
+            "figure.figsize": (5.5, 3.6),
+            "figure.dpi": 110,
+            "savefig.dpi": 200,
+            "savefig.bbox": "tight",
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "legend.frameon": False,
+            "lines.linewidth": 1.8,
+            "lines.markersize": 5,
+        }
+    )
+
+
+def series_styles():
+    """Infinite iterator of ``dict(color, marker, linestyle)``, one per series."""
+    import seaborn as sns
+
+    colors = sns.color_palette("colorblind")
+    for i in itertools.count():
+        yield {
+            "color": colors[i % len(colors)],
+            "marker": MARKERS[i % len(MARKERS)],
+            "linestyle": LINESTYLES[i % len(LINESTYLES)],
+        }
+
+
+def save_figure(fig, name: str, directory: Path | None = None) -> list[Path]:
+    """Save ``fig`` as ``<name>.pdf`` and ``<name>.png`` under ``results/figures`` (or ``directory``)."""
+    directory = Path(directory or FIGURES)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = [directory / f"{name}.{ext}" for ext in ("pdf", "png")]
+    for p in paths:
+        fig.savefig(p)
+    return paths

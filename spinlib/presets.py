@@ -1,0 +1,250 @@
+"""Named scenario presets and the random scenario generator.
+
+Hardware figures are public spec-sheet numbers (memory bandwidth, dense FP16 throughput), not
+measurements made here; timings derived from them are a roofline model:
+
+* verification on the edge GPU: ``t0 = weight bytes / (memory bandwidth * eta_mem)`` (a decode
+  pass of a 7B model is memory-bound: the weights stream once per pass), and
+  ``t1 = 2 * parameters / (FP16 FLOP/s * eta_flop)`` per verified position;
+* drafting on the device: ``tau = draft weight bytes / (device memory bandwidth * eta_dev)``.
+
+Efficiencies ``eta`` are our assumptions (stated per preset). Acceptance-rate ranges are our
+assumptions too, chosen around published figures for such pairs (Spec-Bench reports 2.28 mean
+accepted tokens per step for SpS with a 68M draft of Vicuna-7B, greedy, i.e. alpha ~ 0.6); issue 4
+replaces them with presets measured here.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from .channel import db_to_linear, dbm_to_w, path_loss_db
+from .scenario import Payload, Radio, Scenario, Server, User, ValidationError, check_int_range
+
+# --------------------------------------------------------------------------------------------
+# Hardware tables (spec sheets)
+# --------------------------------------------------------------------------------------------
+EDGE_GPUS = {
+    # name: (memory bandwidth [B/s], dense FP16 tensor throughput [FLOP/s], source)
+    "nvidia-l4": (300e9, 121e12, "NVIDIA L4 datasheet: 300 GB/s GDDR6, 121 TFLOPS FP16 dense"),
+    "nvidia-a100-80gb": (2039e9, 312e12, "NVIDIA A100 80GB SXM datasheet: 2,039 GB/s, 312 TFLOPS FP16"),
+}
+
+DEVICE_CHIPS = {
+    # name: (memory bandwidth [B/s], source)
+    "snapdragon-8-gen-3": (76.8e9, "LPDDR5X-4800, 64-bit bus"),
+    "dimensity-9300": (76.8e9, "LPDDR5T-9600 spec: 76.8 GB/s"),
+    "apple-a17-pro": (51.2e9, "LPDDR5-6400, 64-bit bus"),
+    "apple-m2": (100e9, "Apple M2: 100 GB/s unified memory"),
+    "jetson-orin-nano-8gb": (68e9, "NVIDIA Jetson Orin Nano 8GB: 68 GB/s"),
+    "raspberry-pi-5": (17.1e9, "LPDDR4X-4267, 32-bit bus"),
+}
+
+MODELS = {
+    # name: (parameters, bytes per parameter as deployed)
+    "llama-2-7b-fp16": (6.74e9, 2.0),
+    "llama-68m-fp16": (68e6, 2.0),
+    "qwen2.5-7b-fp16": (7.62e9, 2.0),
+    "qwen2.5-0.5b-int4": (0.49e9, 0.5625),  # 4-bit weights + group scales
+}
+
+
+def roofline_server(target: str, gpu: str, eta_mem: float = 0.8, eta_flop: float = 0.5) -> Server:
+    """``T_ver(N) = t0 + t1 N`` of ``target`` on ``gpu`` from the roofline (see module docstring)."""
+    params, bpp = MODELS[target]
+    bw, flops, _ = EDGE_GPUS[gpu]
+    return Server(
+        t0_s=params * bpp / (bw * eta_mem),
+        t1_s_per_token=2.0 * params / (flops * eta_flop),
+        name=f"{target} on {gpu}",
+    )
+
+
+def roofline_draft_time(draft: str, chip: str, eta_dev: float = 0.5) -> float:
+    """Memory-bound draft time per token [s] of ``draft`` on ``chip``."""
+    params, bpp = MODELS[draft]
+    return params * bpp / (DEVICE_CHIPS[chip][0] * eta_dev)
+
+
+# --------------------------------------------------------------------------------------------
+# Presets
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Preset:
+    """Everything the generator needs to draw a random scenario of a named setting."""
+
+    name: str
+    description: str
+    sources: tuple[str, ...]
+    target: str
+    gpu: str
+    draft: str
+    chips: tuple[str, ...]  # device chips drawn uniformly per user
+    vocab_size: int
+    alpha_range: tuple[float, float]
+    bandwidth_hz: float
+    payload_mode: str = "topk"
+    top_k: int = 128
+    bits_per_prob: int = 16
+    access_latency_s: float = 0.02
+    downlink_rate_bps: float = 50e6
+    tx_power_dbm: float = 23.0
+    noise_figure_db: float = 9.0
+    cell_radius_m: float = 1000.0
+    min_distance_m: float = 35.0
+    shadowing_db: float = 8.0
+    rate_model: str = "shannon"
+    eta_dev: float = 0.5
+
+    def server(self) -> Server:
+        return roofline_server(self.target, self.gpu)
+
+    def draft_times(self) -> np.ndarray:
+        return np.array([roofline_draft_time(self.draft, c, self.eta_dev) for c in self.chips])
+
+
+_CELL_SOURCES = (
+    "Path loss 128.1 + 37.6 log10(d/km) dB, 8 dB log-normal shadowing: 3GPP TR 36.814 (macro, 2 GHz)",
+    "Noise -174 dBm/Hz + 9 dB noise figure; UE power 23 dBm (3GPP power class 3)",
+)
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in [
+        Preset(
+            name="llama2-7b-l4",
+            description="Llama-2-7B (fp16) verifying on an NVIDIA L4; Llama-68M drafts on phone/laptop chips; "
+            "Llama-2 tokenizer (V = 32,000); 10 MHz uplink; top-128 draft distribution (16-bit).",
+            sources=_CELL_SOURCES
+            + (
+                EDGE_GPUS["nvidia-l4"][2],
+                "Llama-2 vocabulary 32,000 (Touvron et al. 2023)",
+                "Llama-68M draft (Miao et al., SpecInfer 2023); alpha range: our assumption",
+            ),
+            target="llama-2-7b-fp16",
+            gpu="nvidia-l4",
+            draft="llama-68m-fp16",
+            chips=("snapdragon-8-gen-3", "apple-a17-pro", "apple-m2", "jetson-orin-nano-8gb", "raspberry-pi-5"),
+            vocab_size=32_000,
+            alpha_range=(0.5, 0.85),
+            bandwidth_hz=10e6,
+        ),
+        Preset(
+            name="qwen-7b-l4",
+            description="Qwen2.5-7B (fp16) verifying on an NVIDIA L4; Qwen2.5-0.5B (4-bit) drafts on phone/laptop "
+            "chips; Qwen tokenizer (V = 151,936); 20 MHz uplink; top-128 draft distribution (16-bit).",
+            sources=_CELL_SOURCES
+            + (
+                EDGE_GPUS["nvidia-l4"][2],
+                "Qwen2.5 vocabulary 151,936 (Qwen2.5 technical report)",
+                "alpha range: our assumption (same-family 0.5B draft)",
+            ),
+            target="qwen2.5-7b-fp16",
+            gpu="nvidia-l4",
+            draft="qwen2.5-0.5b-int4",
+            chips=("snapdragon-8-gen-3", "dimensity-9300", "apple-a17-pro", "apple-m2", "jetson-orin-nano-8gb"),
+            vocab_size=151_936,
+            alpha_range=(0.6, 0.9),
+            bandwidth_hz=20e6,
+        ),
+    ]
+}
+
+DEFAULT_PRESET = "llama2-7b-l4"
+
+
+def get_preset(name: str) -> Preset:
+    if name not in PRESETS:
+        raise ValidationError(f"preset must be one of {sorted(PRESETS)}, got {name!r}")
+    return PRESETS[name]
+
+
+def random_scenario(
+    num_users: int,
+    seed: int | np.random.Generator = 0,
+    preset: str | Preset = DEFAULT_PRESET,
+    *,
+    alpha_range: tuple[float, float] | None = None,
+    draft_time_range: tuple[float, float] | None = None,
+    bandwidth_hz: float | None = None,
+    cell_radius_m: float | None = None,
+    shadowing_db: float | None = None,
+    payload: Payload | None = None,
+    access_latency_s: float | None = None,
+    rate_model: str | None = None,
+) -> Scenario:
+    """Drop ``num_users`` users uniformly in the cell of ``preset`` and draw their devices.
+
+    Distances are uniform over the annulus area ``[min_distance, cell_radius]``; gains are
+    ``10^(-(PL(d) + X)/10)`` with ``X ~ N(0, shadowing^2)`` dB; each device chip is drawn
+    uniformly from the preset's list (draft time by roofline) unless ``draft_time_range`` asks for
+    ``tau ~ U(range)``; ``alpha ~ U(alpha_range)``. Keyword overrides replace preset fields.
+
+    Parameters
+    ----------
+    num_users : int
+        K >= 1.
+    seed : int or numpy.random.Generator
+        All randomness flows from it.
+    """
+    K = check_int_range("num_users", num_users, 1)
+    p = get_preset(preset) if isinstance(preset, str) else preset
+    changes = {
+        k: v
+        for k, v in dict(
+            alpha_range=alpha_range,
+            bandwidth_hz=bandwidth_hz,
+            cell_radius_m=cell_radius_m,
+            shadowing_db=shadowing_db,
+            access_latency_s=access_latency_s,
+            rate_model=rate_model,
+        ).items()
+        if v is not None
+    }
+    p = dataclasses.replace(p, **changes)
+    lo, hi = p.alpha_range
+    if not (0 <= lo <= hi < 1):
+        raise ValidationError(f"alpha_range must satisfy 0 <= low <= high < 1, got {p.alpha_range}")
+    if not (0 < p.min_distance_m < p.cell_radius_m):
+        raise ValidationError(f"cell_radius_m must be > min_distance_m = {p.min_distance_m}, got {p.cell_radius_m}")
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    r2 = rng.uniform(p.min_distance_m**2, p.cell_radius_m**2, K)
+    dist = np.sqrt(r2)
+    shadow = rng.normal(0.0, p.shadowing_db, K) if p.shadowing_db > 0 else np.zeros(K)
+    gain = db_to_linear(-(path_loss_db(dist) + shadow))
+    chip_idx = rng.integers(0, len(p.chips), K)
+    if draft_time_range is None:
+        tau = p.draft_times()[chip_idx]
+        names = [p.chips[i] for i in chip_idx]
+    else:
+        a, b = draft_time_range
+        if not (0 < a <= b):
+            raise ValidationError(f"draft_time_range must satisfy 0 < low <= high, got {draft_time_range}")
+        tau = rng.uniform(a, b, K)
+        names = ["" for _ in range(K)]
+    alpha = rng.uniform(lo, hi, K)
+    power = float(dbm_to_w(p.tx_power_dbm))
+    users = tuple(
+        User(draft_time_s=float(tau[k]), alpha=float(alpha[k]), channel_gain=float(gain[k]),
+             tx_power_w=power, name=names[k])
+        for k in range(K)
+    )
+    radio = Radio(
+        bandwidth_hz=p.bandwidth_hz,
+        noise_psd_w_per_hz=float(dbm_to_w(-174.0 + p.noise_figure_db)),
+        rate_model=p.rate_model,
+        access_latency_s=p.access_latency_s,
+        downlink_rate_bps=p.downlink_rate_bps,
+    )
+    payload = payload or Payload(p.vocab_size, p.payload_mode, p.bits_per_prob, min(p.top_k, p.vocab_size))
+    return Scenario(
+        users=users,
+        radio=radio,
+        server=p.server(),
+        payload=payload,
+        name=p.name,
+        meta={"preset": p.name, "seed": seed if isinstance(seed, int) else None,
+              "distance_m": dist.round(3).tolist()},
+    )

@@ -1,0 +1,275 @@
+"""Round timing and token goodput of a given allocation (draft lengths + bandwidth).
+
+Synchronous round (one verification batch for all users; model (A) of the design note, which is
+the homogeneous round when all ``L_k`` are equal)::
+
+    D      = max_k ( L_k tau_k + L_k S / R_k(b_k) )               drafting + uplink makespan [s]
+    T      = D + T_ver(sum_k (L_k + 1)) + T_fb + T_acc            round time [s]
+    G_sync = sum_k E[N_k](L_k) / T                                goodput [token/s]
+
+Asynchronous rounds (model (B): each user runs its own rounds, the server verifies each draft on
+arrival, queueing ignored -- the emulator of issue 6 measures what that leaves out)::
+
+    T_k     = L_k tau_k + L_k S / R_k(b_k) + T_ver(L_k + 1) + T_fb + T_acc
+    G_async = sum_k E[N_k](L_k) / T_k,     server utilisation rho = sum_k T_ver(L_k + 1) / T_k
+
+A user with ``L_k = 0`` decodes autoregressively on the server: no draft, no upload, one token
+per round (``E[N](0) = 1``) and needs no bandwidth.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .acceptance import sample_tokens_per_round, tokens_table
+from .channel import RateModel
+from .scenario import Scenario, ValidationError, check_int_range
+
+ROUND_MODELS = ("sync", "async")
+L_MAX_ALLOWED = 64
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """Draft lengths and bandwidth of every user, and the round model they are meant for.
+
+    Parameters
+    ----------
+    draft_lengths : tuple of int, shape [K]
+        ``L_k`` in [0, 64].
+    bandwidth_hz : tuple of float, shape [K]
+        ``b_k`` [Hz] >= 0 with ``sum b_k <= B``; users drafting (L_k > 0) need ``b_k > 0``.
+    round_model : {"sync", "async"}
+    policy : str
+        Name of the policy that produced it.
+    goodput_tokens_per_s : float or None
+        Goodput the policy predicts (filled by the solvers; :func:`evaluate` recomputes it).
+    info : dict
+        Solver diagnostics (iterations, bounds, timings).
+    """
+
+    draft_lengths: tuple[int, ...]
+    bandwidth_hz: tuple[float, ...]
+    round_model: str = "sync"
+    policy: str = ""
+    goodput_tokens_per_s: float | None = None
+    info: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.round_model not in ROUND_MODELS:
+            raise ValidationError(f"round_model must be one of {ROUND_MODELS}, got {self.round_model!r}")
+        L = tuple(self.draft_lengths)
+        b = tuple(self.bandwidth_hz)
+        for i, x in enumerate(L):
+            check_int_range(f"draft_lengths[{i}]", x, 0, L_MAX_ALLOWED)
+        for i, x in enumerate(b):
+            if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not math.isfinite(x) or x < 0:
+                raise ValidationError(f"bandwidth_hz[{i}] must be a finite number >= 0, got {x!r}")
+        if len(L) != len(b):
+            raise ValidationError(
+                f"draft_lengths and bandwidth_hz must have the same length, got {len(L)} and {len(b)}"
+            )
+        object.__setattr__(self, "draft_lengths", tuple(int(x) for x in L))
+        object.__setattr__(self, "bandwidth_hz", tuple(float(x) for x in b))
+
+    @property
+    def L(self) -> np.ndarray:
+        return np.array(self.draft_lengths, dtype=int)
+
+    @property
+    def b(self) -> np.ndarray:
+        return np.array(self.bandwidth_hz, dtype=float)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        text = json.dumps(self.to_dict(), indent=2, default=_json_default)
+        if path is not None:
+            from .cache import atomic_write_text
+
+            atomic_write_text(Path(path), text + "\n")
+        return text
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Allocation":
+        if not isinstance(d, dict):
+            raise ValidationError("allocation JSON must be an object")
+        for key in ("draft_lengths", "bandwidth_hz"):
+            if key not in d:
+                raise ValidationError(f"allocation JSON is missing the field {key!r}")
+            if not isinstance(d[key], list):
+                raise ValidationError(f"{key} must be a list")
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items() if k in known})
+
+    @classmethod
+    def from_json(cls, source: str | Path) -> "Allocation":
+        try:
+            text = Path(source).read_text() if not str(source).lstrip().startswith("{") else str(source)
+        except OSError as e:
+            raise ValidationError(f"cannot read allocation file {source}: {e.strerror}") from None
+        try:
+            return cls.from_dict(json.loads(text))
+        except json.JSONDecodeError as e:
+            raise ValidationError(f"allocation is not valid JSON: {e}") from None
+
+
+def _json_default(x):
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating,)):
+        return float(x)
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Goodput and per-user phase times of an allocation (all arrays have shape [K])."""
+
+    round_model: str
+    goodput_tokens_per_s: float
+    user_goodput: np.ndarray  # [K] token/s
+    expected_tokens: np.ndarray  # [K] E[N_k](L_k)
+    draft_time_s: np.ndarray  # [K] L_k tau_k
+    uplink_time_s: np.ndarray  # [K] L_k S / R_k(b_k)
+    verification_time_s: np.ndarray  # [K] sync: the batch's T_ver (same for all); async: T_ver(L_k+1)
+    feedback_time_s: float
+    access_latency_s: float
+    round_time_s: np.ndarray  # [K] sync: T for everyone; async: T_k
+    server_utilisation: float
+
+    def to_dict(self) -> dict:
+        return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in dataclasses.asdict(self).items()}
+
+
+def check_allocation(scenario: Scenario, alloc: Allocation) -> None:
+    """Raise :class:`ValidationError` if the allocation does not fit the scenario."""
+    K = scenario.num_users
+    if len(alloc.draft_lengths) != K:
+        raise ValidationError(f"allocation has {len(alloc.draft_lengths)} users, the scenario has {K}")
+    B = scenario.radio.bandwidth_hz
+    total = float(np.sum(alloc.b))
+    if total > B * (1 + 1e-9):
+        raise ValidationError(f"bandwidth_hz sums to {total:.6g} Hz, above the budget B = {B:.6g} Hz")
+    starved = np.flatnonzero((alloc.L > 0) & (alloc.b <= 0))
+    if starved.size:
+        k = int(starved[0])
+        raise ValidationError(
+            f"bandwidth_hz[{k}] is 0 but user {k} drafts {alloc.draft_lengths[k]} tokens (needs b > 0)"
+        )
+
+
+def uplink_time(scenario: Scenario, L, b, rates: RateModel | None = None) -> np.ndarray:
+    """``L_k S / R_k(b_k)`` [s], 0 where ``L_k = 0``; ``inf`` where b_k = 0 and L_k > 0."""
+    rates = rates or RateModel.of(scenario)
+    L = np.asarray(L, dtype=float)
+    R = rates.rate(np.asarray(b, dtype=float))
+    S = scenario.payload.bits_per_token
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = L * S / R
+    return np.where(L > 0, t, 0.0)
+
+
+def fixed_round_overhead(scenario: Scenario) -> float:
+    """``T_fb + T_acc`` [s], paid by every round."""
+    return scenario.feedback_time_s + scenario.radio.access_latency_s
+
+
+def sync_round_time(scenario: Scenario, makespan_s, total_draft):
+    """``T = D + t0 + t1 (sum L_k + K) + T_fb + T_acc`` [s], broadcasting over leading dims."""
+    K = scenario.num_users
+    return (
+        np.asarray(makespan_s, dtype=float)
+        + scenario.server.verification_time(np.asarray(total_draft, dtype=float) + K)
+        + fixed_round_overhead(scenario)
+    )
+
+
+def async_round_time(scenario: Scenario, L, uplink_s):
+    """``T_k = L_k tau_k + uplink_k + t0 + t1 (L_k + 1) + T_fb + T_acc`` [s], shape [..., K]."""
+    L = np.asarray(L, dtype=float)
+    return L * scenario.tau + uplink_s + scenario.server.verification_time(L + 1) + fixed_round_overhead(scenario)
+
+
+def evaluate(scenario: Scenario, alloc: Allocation, round_model: str | None = None) -> Evaluation:
+    """Goodput and phase times of ``alloc`` under its round model (or ``round_model``)."""
+    check_allocation(scenario, alloc)
+    model = round_model or alloc.round_model
+    if model not in ROUND_MODELS:
+        raise ValidationError(f"round_model must be one of {ROUND_MODELS}, got {model!r}")
+    L, b = alloc.L, alloc.b
+    N = tokens_table(scenario, int(L.max()))[np.arange(scenario.num_users), L]
+    t_draft = L * scenario.tau
+    t_up = uplink_time(scenario, L, b)
+    t_fb = scenario.feedback_time_s
+    t_acc = scenario.radio.access_latency_s
+    if model == "sync":
+        D = float(np.max(t_draft + t_up))
+        T = float(sync_round_time(scenario, D, L.sum()))
+        t_ver = float(scenario.server.verification_time(L.sum() + scenario.num_users))
+        Tk = np.full(scenario.num_users, T)
+        G = float(N.sum() / T)
+        util = t_ver / T
+        t_ver_k = np.full(scenario.num_users, t_ver)
+    else:
+        Tk = async_round_time(scenario, L, t_up)
+        t_ver_k = scenario.server.verification_time(L + 1)
+        G = float(np.sum(N / Tk))
+        util = float(np.sum(t_ver_k / Tk))
+    return Evaluation(
+        round_model=model,
+        goodput_tokens_per_s=G,
+        user_goodput=N / Tk,
+        expected_tokens=N,
+        draft_time_s=t_draft,
+        uplink_time_s=t_up,
+        verification_time_s=t_ver_k,
+        feedback_time_s=t_fb,
+        access_latency_s=t_acc,
+        round_time_s=Tk,
+        server_utilisation=util,
+    )
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """Monte Carlo estimate of the goodput with a normal-approximation confidence interval."""
+
+    goodput_tokens_per_s: float
+    ci_low: float
+    ci_high: float
+    n_rounds: int
+    tokens_per_round: np.ndarray  # [n_rounds, K]
+
+
+def simulate_rounds(
+    scenario: Scenario,
+    alloc: Allocation,
+    n_rounds: int,
+    rng: np.random.Generator,
+    confidence: float = 0.99,
+) -> SimulationResult:
+    """Simulate ``n_rounds`` rounds with i.i.d. Bernoulli(alpha_k) acceptances (static channel).
+
+    Synchronous: every round lasts the deterministic ``T``; goodput = total tokens / total time.
+    Asynchronous: user k completes ``n_rounds`` rounds of length ``T_k``; goodput is the sum of
+    each user's tokens over its own elapsed time. The interval is ``mean +- z s / sqrt(n)`` over
+    per-round goodput samples (the rounds are independent).
+    """
+    from scipy.stats import norm
+
+    check_int_range("n_rounds", n_rounds, 2)
+    ev = evaluate(scenario, alloc)
+    N = sample_tokens_per_round(scenario.alpha, alloc.L, rng, size=n_rounds)  # [n, K]
+    per_round = (N / ev.round_time_s).sum(axis=1)  # [n] token/s samples
+    mean = float(per_round.mean())
+    half = float(norm.ppf(0.5 + confidence / 2) * per_round.std(ddof=1) / np.sqrt(n_rounds))
+    return SimulationResult(mean, mean - half, mean + half, n_rounds, N)

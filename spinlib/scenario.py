@@ -1,0 +1,379 @@
+"""Configuration of a Multi-SPIN cell: users, radio, server, payload and the whole scenario.
+
+Every class is a frozen dataclass validated at construction: a bad value raises
+:class:`ValidationError` naming the field and the allowed range. Scenarios round-trip through
+JSON (:meth:`Scenario.to_json`, :meth:`Scenario.from_json`).
+
+Notation (see ``notebooks/01_system_model.ipynb``):
+
+=================  ======================================================  ==========
+symbol             meaning                                                 unit
+=================  ======================================================  ==========
+``tau_k``          draft time per token on user k's device                 s/token
+``alpha_k``        i.i.d. acceptance rate of user k's draft/target pair    --
+``g_k``            uplink channel gain (path loss and shadowing, linear)   --
+``P_k``            uplink transmit power                                   W
+``B``              total FDMA uplink bandwidth                             Hz
+``N0``             noise power spectral density                            W/Hz
+``S``              uplink bits per drafted token (payload model)           bit
+``t0, t1``         verification time ``T_ver(N) = t0 + t1 N``               s, s/token
+``T_acc``          per-round access latency (grant, core network)          s
+``T_fb``           feedback (accepted count + token id) download time      s
+=================  ======================================================  ==========
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class ValidationError(ValueError):
+    """A configuration value is outside its allowed range (message names the field)."""
+
+
+def _check_real(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValidationError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValidationError(f"{name} must be finite, got {value!r}")
+    return value
+
+
+def check_positive(name: str, value: Any) -> float:
+    """Return ``float(value)`` or raise if it is not a finite number > 0."""
+    v = _check_real(name, value)
+    if v <= 0:
+        raise ValidationError(f"{name} must be > 0, got {v!r}")
+    return v
+
+
+def check_nonnegative(name: str, value: Any) -> float:
+    """Return ``float(value)`` or raise if it is not a finite number >= 0."""
+    v = _check_real(name, value)
+    if v < 0:
+        raise ValidationError(f"{name} must be >= 0, got {v!r}")
+    return v
+
+
+def check_int_range(name: str, value: Any, lo: int, hi: int | None = None) -> int:
+    """Return ``int(value)`` or raise if it is not an integer in ``[lo, hi]``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValidationError(f"{name} must be an integer, got {value!r}")
+    v = int(value)
+    if v < lo or (hi is not None and v > hi):
+        rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
+        raise ValidationError(f"{name} must be an integer in {rng}, got {v}")
+    return v
+
+
+def check_alpha(name: str, value: Any) -> float:
+    """Acceptance rates live in [0, 1): alpha = 1 would make every draft free and infinite."""
+    v = _check_real(name, value)
+    if not 0.0 <= v < 1.0:
+        raise ValidationError(f"{name} must be in [0, 1), got {v!r}")
+    return v
+
+
+@dataclass(frozen=True)
+class User:
+    """One device drafting tokens.
+
+    Parameters
+    ----------
+    draft_time_s : float
+        ``tau_k`` [s/token], time to draft one token on the device (> 0).
+    alpha : float
+        ``alpha_k`` in [0, 1), i.i.d. acceptance rate of the pair on the user's task.
+    channel_gain : float
+        ``g_k`` (> 0), linear uplink power gain (``10**(-PL_dB/10)``).
+    tx_power_w : float
+        ``P_k`` [W] (> 0), uplink transmit power.
+    acceptance_profile : tuple of float, optional
+        Empirical prefix acceptance ``P(first i drafts all accepted)`` for i = 1, 2, ...;
+        non-increasing values in [0, 1]. When given it replaces the i.i.d. model for the
+        expected tokens per round (longer drafts than the profile extrapolate with ``alpha``).
+    name : str
+        Free label (device or task).
+    """
+
+    draft_time_s: float
+    alpha: float
+    channel_gain: float
+    tx_power_w: float
+    acceptance_profile: tuple[float, ...] | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "draft_time_s", check_positive("draft_time_s", self.draft_time_s))
+        object.__setattr__(self, "alpha", check_alpha("alpha", self.alpha))
+        object.__setattr__(self, "channel_gain", check_positive("channel_gain", self.channel_gain))
+        object.__setattr__(self, "tx_power_w", check_positive("tx_power_w", self.tx_power_w))
+        if self.acceptance_profile is not None:
+            prof = tuple(_check_real("acceptance_profile", x) for x in self.acceptance_profile)
+            if not prof:
+                raise ValidationError("acceptance_profile must hold at least one value")
+            if any(not 0.0 <= x <= 1.0 for x in prof):
+                raise ValidationError("acceptance_profile values must be in [0, 1]")
+            if any(b > a + 1e-12 for a, b in zip(prof, prof[1:])):
+                raise ValidationError("acceptance_profile must be non-increasing")
+            object.__setattr__(self, "acceptance_profile", prof)
+
+
+@dataclass(frozen=True)
+class Radio:
+    """The FDMA uplink, the feedback downlink and the per-round access latency.
+
+    Parameters
+    ----------
+    bandwidth_hz : float
+        ``B`` [Hz] (> 0), total uplink bandwidth shared by FDMA.
+    noise_psd_w_per_hz : float
+        ``N0`` [W/Hz] (> 0), noise power spectral density (noise figure included).
+    rate_model : {"shannon", "linear"}
+        ``"shannon"``: ``R_k(b) = b log2(1 + P_k g_k / (N0 b))``. ``"linear"``: ``R_k(b) = c_k b``
+        with the spectral efficiency frozen at the equal share, ``c_k = log2(1 + P_k g_k K/(N0 B))``.
+    access_latency_s : float
+        ``T_acc`` [s] (>= 0), fixed latency of every round (grant, core network, processing).
+    downlink_rate_bps : float
+        [bit/s] (> 0), rate of the feedback downlink (accepted count + one token id).
+    """
+
+    bandwidth_hz: float
+    noise_psd_w_per_hz: float = 10 ** ((-174 + 9 - 30) / 10)  # -174 dBm/Hz + 9 dB noise figure
+    rate_model: str = "shannon"
+    access_latency_s: float = 0.02
+    downlink_rate_bps: float = 50e6
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bandwidth_hz", check_positive("bandwidth_hz", self.bandwidth_hz))
+        object.__setattr__(
+            self, "noise_psd_w_per_hz", check_positive("noise_psd_w_per_hz", self.noise_psd_w_per_hz)
+        )
+        if self.rate_model not in ("shannon", "linear"):
+            raise ValidationError(f"rate_model must be 'shannon' or 'linear', got {self.rate_model!r}")
+        object.__setattr__(
+            self, "access_latency_s", check_nonnegative("access_latency_s", self.access_latency_s)
+        )
+        object.__setattr__(
+            self, "downlink_rate_bps", check_positive("downlink_rate_bps", self.downlink_rate_bps)
+        )
+
+
+@dataclass(frozen=True)
+class Server:
+    """Edge server verification time ``T_ver(N) = t0 + t1 N`` for a batch of N token positions.
+
+    Parameters
+    ----------
+    t0_s : float
+        [s] (>= 0), fixed cost of one target forward pass (weights streamed from memory).
+    t1_s_per_token : float
+        [s/token] (>= 0), marginal cost per verified position (compute).
+    name : str
+        Free label (target model and hardware).
+    """
+
+    t0_s: float
+    t1_s_per_token: float
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "t0_s", check_nonnegative("t0_s", self.t0_s))
+        object.__setattr__(
+            self, "t1_s_per_token", check_nonnegative("t1_s_per_token", self.t1_s_per_token)
+        )
+
+    def verification_time(self, n_positions):
+        """``T_ver(N) = t0 + t1 N`` [s]; ``n_positions`` scalar or array."""
+        return self.t0_s + self.t1_s_per_token * np.asarray(n_positions, dtype=float)
+
+
+PAYLOAD_MODES = ("ids", "full", "topk")
+
+
+@dataclass(frozen=True)
+class Payload:
+    """Uplink bits per drafted token.
+
+    ``ids``: the token id only, ``ceil(log2 V)`` bits (enough for greedy verification).
+    ``full``: id plus the full draft distribution, ``ceil(log2 V) + V Q`` bits.
+    ``topk``: id plus the top-k entries as (id, probability) pairs, ``ceil(log2 V) + k (ceil(log2 V) + Q)``.
+
+    Parameters
+    ----------
+    vocab_size : int
+        ``V`` (>= 2), vocabulary size of the real tokenizer.
+    mode : {"ids", "full", "topk"}
+    bits_per_prob : int
+        ``Q`` in [1, 64], bits per transmitted probability.
+    top_k : int
+        ``k`` in [1, V], entries kept in ``topk`` mode.
+    """
+
+    vocab_size: int
+    mode: str = "topk"
+    bits_per_prob: int = 16
+    top_k: int = 128
+
+    def __post_init__(self) -> None:
+        check_int_range("vocab_size", self.vocab_size, 2)
+        if self.mode not in PAYLOAD_MODES:
+            raise ValidationError(f"mode must be one of {PAYLOAD_MODES}, got {self.mode!r}")
+        check_int_range("bits_per_prob", self.bits_per_prob, 1, 64)
+        check_int_range("top_k", self.top_k, 1, self.vocab_size)
+
+    @property
+    def id_bits(self) -> int:
+        """``ceil(log2 V)`` bits to name one token."""
+        return math.ceil(math.log2(self.vocab_size))
+
+    @property
+    def bits_per_token(self) -> float:
+        """``S`` [bit] uploaded per drafted token under this payload model."""
+        if self.mode == "ids":
+            return float(self.id_bits)
+        if self.mode == "full":
+            return float(self.id_bits + self.vocab_size * self.bits_per_prob)
+        return float(self.id_bits + self.top_k * (self.id_bits + self.bits_per_prob))
+
+    @property
+    def feedback_bits(self) -> float:
+        """Downlink bits per round: accepted count (8 bits) + one token id."""
+        return float(8 + self.id_bits)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A whole cell: K users, the radio, the edge server and the payload model.
+
+    Array views (shape ``[K]``) of the user fields are exposed as properties for the vectorised
+    models: :attr:`tau`, :attr:`alpha`, :attr:`gain`, :attr:`power`.
+    """
+
+    users: tuple[User, ...]
+    radio: Radio
+    server: Server
+    payload: Payload
+    name: str = ""
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        users = tuple(self.users)
+        if len(users) == 0:
+            raise ValidationError("users must hold at least one user (K >= 1), got 0")
+        for i, u in enumerate(users):
+            if not isinstance(u, User):
+                raise ValidationError(f"users[{i}] must be a User, got {type(u).__name__}")
+        object.__setattr__(self, "users", users)
+        for fname, cls in (("radio", Radio), ("server", Server), ("payload", Payload)):
+            if not isinstance(getattr(self, fname), cls):
+                raise ValidationError(f"{fname} must be a {cls.__name__}")
+
+    # ----- vectorised views --------------------------------------------------------------
+    @property
+    def num_users(self) -> int:
+        return len(self.users)
+
+    @property
+    def tau(self) -> np.ndarray:
+        """``[K]`` draft time per token [s]."""
+        return np.array([u.draft_time_s for u in self.users])
+
+    @property
+    def alpha(self) -> np.ndarray:
+        """``[K]`` i.i.d. acceptance rates."""
+        return np.array([u.alpha for u in self.users])
+
+    @property
+    def gain(self) -> np.ndarray:
+        """``[K]`` linear channel gains."""
+        return np.array([u.channel_gain for u in self.users])
+
+    @property
+    def power(self) -> np.ndarray:
+        """``[K]`` transmit powers [W]."""
+        return np.array([u.tx_power_w for u in self.users])
+
+    @property
+    def snr_scale_hz(self) -> np.ndarray:
+        """``[K]`` ``a_k = P_k g_k / N0`` [Hz]: SNR at bandwidth b is ``a_k / b``."""
+        return self.power * self.gain / self.radio.noise_psd_w_per_hz
+
+    @property
+    def feedback_time_s(self) -> float:
+        """``T_fb`` [s]: feedback bits over the downlink rate."""
+        return self.payload.feedback_bits / self.radio.downlink_rate_bps
+
+    def replace(self, **changes) -> "Scenario":
+        """A copy with some fields changed (``radio=``, ``server=``, ``payload=``, ``users=``)."""
+        return dataclasses.replace(self, **changes)
+
+    # ----- JSON ----------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        for u in d["users"]:
+            if u["acceptance_profile"] is not None:
+                u["acceptance_profile"] = list(u["acceptance_profile"])
+        return {"format": "spinlib.scenario/1", **d}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Scenario":
+        if not isinstance(d, dict):
+            raise ValidationError("scenario JSON must be an object")
+        d = dict(d)
+        fmt = d.pop("format", "spinlib.scenario/1")
+        if fmt != "spinlib.scenario/1":
+            raise ValidationError(f"format must be 'spinlib.scenario/1', got {fmt!r}")
+        try:
+            users = []
+            for i, u in enumerate(d["users"]):
+                u = dict(u)
+                if u.get("acceptance_profile") is not None:
+                    u["acceptance_profile"] = tuple(u["acceptance_profile"])
+                try:
+                    users.append(User(**u))
+                except ValidationError as e:
+                    raise ValidationError(f"users[{i}].{e}") from None
+            return cls(
+                users=tuple(users),
+                radio=Radio(**d["radio"]),
+                server=Server(**d["server"]),
+                payload=Payload(**d["payload"]),
+                name=d.get("name", ""),
+                meta=d.get("meta", {}) or {},
+            )
+        except KeyError as e:
+            raise ValidationError(f"scenario JSON is missing the field {e.args[0]!r}") from None
+        except TypeError as e:  # unknown keyword
+            raise ValidationError(f"scenario JSON has an unexpected field: {e}") from None
+
+    def to_json(self, path: str | Path | None = None, indent: int = 2) -> str:
+        text = json.dumps(self.to_dict(), indent=indent)
+        if path is not None:
+            from .cache import atomic_write_text
+
+            atomic_write_text(Path(path), text + "\n")
+        return text
+
+    @classmethod
+    def from_json(cls, source: str | Path) -> "Scenario":
+        """Load from a JSON string or a path to a JSON file."""
+        if isinstance(source, Path) or (isinstance(source, str) and not source.lstrip().startswith("{")):
+            try:
+                text = Path(source).read_text()
+            except OSError as e:
+                raise ValidationError(f"cannot read scenario file {source}: {e.strerror}") from None
+        else:
+            text = source
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValidationError(f"scenario is not valid JSON: {e}") from None
+        return cls.from_dict(d)
