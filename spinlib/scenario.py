@@ -68,7 +68,7 @@ def check_int_range(name: str, value: Any, lo: int, hi: int | None = None) -> in
         raise ValidationError(f"{name} must be an integer, got {value!r}")
     v = int(value)
     if v < lo or (hi is not None and v > hi):
-        rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
+        rng = f"[{lo}, {hi}]" if hi is not None else f"[{lo}, inf)"
         raise ValidationError(f"{name} must be an integer in {rng}, got {v}")
     return v
 
@@ -341,11 +341,15 @@ class Scenario:
                     users.append(User(**u))
                 except ValidationError as e:
                     raise ValidationError(f"users[{i}].{e}") from None
+            parts = {}
+            for fname, klass in (("radio", Radio), ("server", Server), ("payload", Payload)):
+                try:
+                    parts[fname] = klass(**d[fname])
+                except ValidationError as e:
+                    raise ValidationError(f"{fname}.{e}") from None
             return cls(
                 users=tuple(users),
-                radio=Radio(**d["radio"]),
-                server=Server(**d["server"]),
-                payload=Payload(**d["payload"]),
+                **parts,
                 name=d.get("name", ""),
                 meta=d.get("meta", {}) or {},
             )

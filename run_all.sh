@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Reproduce every result of the companion, or run the test suite.
+#
+#   bash run_all.sh [--smoke] [--only NN] [--recompute]   execute notebooks/NN_*.ipynb with papermill
+#   bash run_all.sh test [pytest args...]                  bootstrap, then the whole pytest suite
+#
+# Bootstrap: uses the active virtualenv/conda env if spinlib's pinned dependencies are installed
+# there, otherwise creates ./.venv with python3.11 and installs the project (pip install -e .,
+# every dependency pinned in pyproject.toml; torch==2.13.0 is the local CPU wheel).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+ROOT=$(pwd)
+
+SMOKE=False; ONLY=""; RECOMPUTE=False; MODE=run
+if [[ "${1:-}" == "test" ]]; then MODE=test; shift; fi
+if [[ $MODE == run ]]; then
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --smoke) SMOKE=True ;;
+      --only) ONLY="${2:?--only needs a notebook number, e.g. --only 03}"; shift ;;
+      --recompute) RECOMPUTE=True ;;
+      -h|--help) sed -n 2,9p "$0"; exit 0 ;;
+      *) echo "run_all.sh: unknown option $1 (use --smoke, --only NN, --recompute, or 'test')" >&2; exit 2 ;;
+    esac
+    shift
+  done
+fi
+
+# ---------------------------------------------------------------- bootstrap
+stamp_of() { sha256sum pyproject.toml | cut -c1-16; }
+if [[ -n "${VIRTUAL_ENV:-}${CONDA_PREFIX:-}" ]] && python -c "import spinlib, papermill, cvxpy, torch" 2>/dev/null; then
+  PY=$(command -v python)
+else
+  if [[ ! -x .venv/bin/python ]]; then
+    PYBASE=$(command -v python3.11 || command -v python3)
+    "$PYBASE" -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required"' || exit 1
+    echo "[bootstrap] creating .venv with $PYBASE"
+    "$PYBASE" -m venv .venv
+  fi
+  PY="$ROOT/.venv/bin/python"
+  if [[ "$(cat .venv/.spinlib-stamp 2>/dev/null)" != "$(stamp_of)" ]]; then
+    echo "[bootstrap] installing the project and its pinned dependencies (a few minutes the first time)"
+    "$PY" -m pip install -q --upgrade pip
+    "$PY" -m pip install -q torch==2.13.0      # local CPU wheel; never an unpinned (CUDA) torch
+    "$PY" -m pip install -q -e .
+    stamp_of > .venv/.spinlib-stamp
+  fi
+fi
+"$PY" -m ipykernel install --sys-prefix --name spinlib --display-name "Python (spinlib)" >/dev/null
+export MPLBACKEND=agg PYTHONHASHSEED=0
+
+if [[ $MODE == test ]]; then
+  exec "$PY" -m pytest "$@"
+fi
+
+# ---------------------------------------------------------------- notebooks
+if [[ $SMOKE == True ]]; then export SPINLIB_RESULTS="$ROOT/results/smoke"; fi
+OUTDIR="${SPINLIB_RESULTS:-$ROOT/results}"
+mkdir -p "$OUTDIR/executed" "$OUTDIR/figures"
+"$PY" - "$OUTDIR/ENVIRONMENT.txt" <<'PYEOF'
+import platform, subprocess, sys, importlib.metadata as md, os
+lines = [f"python {sys.version.split()[0]}", f"platform {platform.platform()}"]
+try:
+    cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")]
+    lines.append(f"cpu {cpu[0] if cpu else platform.processor()} x {os.cpu_count()}")
+except OSError:
+    lines.append(f"cpu {platform.processor()} x {os.cpu_count()}")
+commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
+dirty = subprocess.run(["git", "status", "--porcelain", "--", "spinlib", "notebooks"], capture_output=True, text=True).stdout.strip()
+lines.append(f"git commit {commit}{' (with uncommitted changes)' if dirty else ''}")
+for p in ["numpy", "scipy", "cvxpy", "torch", "transformers", "datasets", "matplotlib", "seaborn", "papermill"]:
+    lines.append(f"{p} {md.version(p)}")
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PYEOF
+
+shopt -s nullglob
+notebooks=(notebooks/[0-9][0-9]_*.ipynb)
+[[ -n "$ONLY" ]] && notebooks=(notebooks/${ONLY}_*.ipynb)
+[[ ${#notebooks[@]} -gt 0 ]] || { echo "run_all.sh: no notebook matches ${ONLY:-NN}" >&2; exit 2; }
+total_start=$(date +%s)
+for nb in "${notebooks[@]}"; do
+  name=$(basename "$nb")
+  start=$(date +%s)
+  if ! "$PY" -m papermill "$nb" "$OUTDIR/executed/$name" -k spinlib --cwd notebooks \
+        -p SMOKE "$SMOKE" -p RECOMPUTE "$RECOMPUTE" --no-progress-bar --log-level WARNING \
+        > "$OUTDIR/executed/${name%.ipynb}.log" 2>&1; then
+    echo "FAILED  $name after $(( $(date +%s) - start )) s; the failing cell and error:" >&2
+    grep -v '^\s*$' "$OUTDIR/executed/${name%.ipynb}.log" | tail -n 40 >&2
+    echo "(executed copy with the error: $OUTDIR/executed/$name)" >&2
+    exit 1
+  fi
+  printf '%-40s %5d s\n' "$name" $(( $(date +%s) - start ))
+done
+echo "all notebooks done in $(( $(date +%s) - total_start )) s; outputs in $OUTDIR"

@@ -1,0 +1,58 @@
+"""Rate models: closed-form Lambert-W inverse against brentq, derivative, limits."""
+import numpy as np
+import pytest
+from scipy.optimize import brentq
+
+from spinlib.channel import (RateModel, path_loss_db, shannon_bandwidth_for_rate, shannon_rate,
+                             shannon_rate_derivative, shannon_rate_limit)
+
+
+def test_inverse_matches_brentq(rng):
+    for _ in range(300):
+        a = 10 ** rng.uniform(3, 9)
+        r = rng.uniform(1e-6, 0.9999)
+        R = r * shannon_rate_limit(a)
+        b = shannon_bandwidth_for_rate(R, a)
+        b_ref = brentq(lambda x: shannon_rate(x, a) - R, 1e-30, 1e30, xtol=1e-300, rtol=1e-15, maxiter=500)
+        assert b == pytest.approx(b_ref, rel=1e-9)
+        assert shannon_rate(b, a) == pytest.approx(R, rel=1e-12)
+
+
+def test_inverse_edges():
+    a = 1e6
+    assert shannon_bandwidth_for_rate(0.0, a) == 0.0
+    assert np.isinf(shannon_bandwidth_for_rate(shannon_rate_limit(a), a))
+    assert np.isinf(shannon_bandwidth_for_rate(2 * shannon_rate_limit(a), a))
+    # vectorised and monotone
+    R = np.linspace(1, 0.999 * shannon_rate_limit(a), 500)
+    b = shannon_bandwidth_for_rate(R, a)
+    assert np.all(np.diff(b) > 0)
+
+
+def test_rate_concave_increasing_and_derivative(rng):
+    a = 3e6
+    b = np.geomspace(1e2, 1e9, 400)
+    R = shannon_rate(b, a)
+    assert np.all(np.diff(R) > 0)
+    d = shannon_rate_derivative(b, a)
+    assert np.all(np.diff(d) < 0) and np.all(d > 0)
+    h = b * 1e-6
+    fd = (shannon_rate(b + h, a) - shannon_rate(b - h, a)) / (2 * h)
+    np.testing.assert_allclose(d, fd, rtol=1e-5)
+    assert R[-1] < shannon_rate_limit(a)
+
+
+def test_linear_model_round_trip():
+    a = np.array([1e6, 1e7, 1e8])
+    m = RateModel("linear", a, bandwidth_hz=3e6)
+    b = np.array([1e5, 2e5, 3e5])
+    np.testing.assert_allclose(m.bandwidth_for_rate(m.rate(b)), b)
+    # efficiency frozen at the equal share B/K = 1 MHz
+    np.testing.assert_allclose(m.c, np.log2(1 + a / 1e6))
+
+
+def test_path_loss():
+    assert path_loss_db(1000.0) == pytest.approx(128.1)
+    assert path_loss_db(100.0) == pytest.approx(128.1 - 37.6)
+    with pytest.raises(ValueError, match="distance_m must be > 0"):
+        path_loss_db(0.0)

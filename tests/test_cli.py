@@ -1,0 +1,78 @@
+"""The command line: happy paths and one-line errors with a non-zero exit."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from spinlib.control import POLICIES
+
+
+def run(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "spinlib", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_scenario_evaluate_solve(tmp_path):
+    s = tmp_path / "s.json"
+    r = run("scenario", "--users", "4", "--seed", "7", "--preset", "qwen-7b-l4", "-o", str(s))
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(s.read_text())["users"]) == 4
+    r = run("solve", str(s), "--policy", "equal", "--draft-length", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    alloc = json.loads(r.stdout)
+    assert alloc["draft_lengths"] == [3, 3, 3, 3] and alloc["round_model"] == "sync"
+    assert sum(alloc["bandwidth_hz"]) == pytest.approx(json.loads(s.read_text())["radio"]["bandwidth_hz"])
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(alloc))
+    r = run("evaluate", str(s), "--allocation", str(a), "--json")
+    assert r.returncode == 0, r.stderr
+    ev = json.loads(r.stdout)
+    assert ev["goodput_tokens_per_s"] == pytest.approx(alloc["goodput_tokens_per_s"], rel=1e-12)
+    assert len(ev["uplink_time_s"]) == 4 and ev["round_model"] == "sync"
+    # evaluate honours the allocation's round model
+    alloc["round_model"] = "async"
+    a.write_text(json.dumps(alloc))
+    ev2 = json.loads(run("evaluate", str(s), "--allocation", str(a), "--json").stdout)
+    assert ev2["round_model"] == "async" and ev2["goodput_tokens_per_s"] != ev["goodput_tokens_per_s"]
+
+
+def test_every_policy_runs(tmp_path):
+    s = tmp_path / "s.json"
+    assert run("scenario", "--users", "3", "--seed", "1", "-o", str(s)).returncode == 0
+    listed = run("solve", "--list-policies").stdout
+    for name in POLICIES:
+        assert name in listed
+        r = run("solve", str(s), "--policy", name, "--L-max", "4", "--json")
+        assert r.returncode == 0, (name, r.stderr)
+        assert json.loads(r.stdout)["goodput_tokens_per_s"] > 0
+
+
+@pytest.mark.parametrize(
+    "args,content,match",
+    [
+        (["scenario", "--users", "0"], None, "--users must be >= 1"),
+        (["scenario", "--users", "3", "--preset", "gpt-9"], None, "preset must be one of"),
+        (["solve", "{s}", "--policy", "nope"], None, "policy must be one of"),
+        (["solve", "{bad}", "--policy", "equal"], "{not json", "not valid JSON"),
+        (["solve", "{bad}", "--policy", "equal"], '{"users": [], "radio": {"bandwidth_hz": 1e6}, '
+         '"server": {"t0_s": 0.01, "t1_s_per_token": 0}, "payload": {"vocab_size": 100, "top_k": 8}}', "at least one user"),
+        (["solve", "{bad}", "--policy", "equal"], '{"users": [], "radio": {"bandwidth_hz": 1e6}, '
+         '"server": {"t0_s": 0.01, "t1_s_per_token": 0}, "payload": {"vocab_size": 100}}', "payload.top_k must be"),
+        (["evaluate", "{s}", "--allocation", "{missing}"], None, "cannot read allocation file"),
+        (["evaluate", "{s}", "--allocation", "{bad}"], '{"draft_lengths": [1, 1], "bandwidth_hz": [-1, 1]}',
+         r"bandwidth_hz[0] must be a finite number >= 0"),
+        (["solve", "{s}", "--policy", "equal", "--draft-length", "99"], None, "draft_length must be an integer in [0, 64]"),
+    ],
+)
+def test_bad_input_is_one_line(tmp_path, args, content, match):
+    s = tmp_path / "s.json"
+    assert run("scenario", "--users", "2", "-o", str(s)).returncode == 0
+    bad = tmp_path / "bad.json"
+    if content is not None:
+        bad.write_text(content)
+    args = [a.format(s=s, bad=bad, missing=tmp_path / "none.json") for a in args]
+    r = run(*args)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert match in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
