@@ -56,16 +56,14 @@ def tokens_table(scenario, L_max: int) -> np.ndarray:
     ``alpha_k`` beyond (``pi_{i+1} = pi_i alpha_k``); the others use the i.i.d. model.
     """
     L = np.arange(L_max + 1)
-    rows = []
-    for u in scenario.users:
-        if u.acceptance_profile is None:
-            rows.append(expected_tokens(u.alpha, L))
-        else:
+    table = expected_tokens(scenario.alpha[:, None], L[None, :])
+    for k, u in enumerate(scenario.users):
+        if u.acceptance_profile is not None:
             prof = list(u.acceptance_profile[:L_max])
             while len(prof) < L_max:
                 prof.append(prof[-1] * u.alpha)
-            rows.append(expected_tokens_profile(prof, L))
-    return np.vstack(rows)
+            table[k] = expected_tokens_profile(prof, L)
+    return table
 
 
 def sample_tokens_per_round(alpha, L, rng: np.random.Generator, size=None):

@@ -69,6 +69,13 @@ def shannon_rate_derivative(b, a):
     return (np.log1p(a / b) - a / (a + b)) / LN2
 
 
+def shannon_rate_second_derivative(b, a):
+    """``d^2R/db^2 = -a^2 / (b (a + b)^2 ln 2)`` (negative: R is concave)."""
+    b = np.asarray(b, dtype=float)
+    a = np.asarray(a, dtype=float)
+    return -(a * a) / (b * (a + b) ** 2 * LN2)
+
+
 def shannon_rate_limit(a):
     """``lim_{b->inf} R(b) = a / ln 2`` [bit/s]."""
     return np.asarray(a, dtype=float) / LN2
@@ -143,6 +150,11 @@ class RateModel:
         if self.kind == "shannon":
             return shannon_rate_derivative(b, self.a[idx])
         return np.broadcast_to(self.c[idx], np.shape(b)).astype(float)
+
+    def second_derivative(self, b, idx=slice(None)):
+        if self.kind == "shannon":
+            return shannon_rate_second_derivative(b, self.a[idx])
+        return np.zeros(np.shape(b))
 
     def max_rate(self, idx=slice(None)):
         """Largest achievable rate [bit/s] (``inf`` for the linear model)."""

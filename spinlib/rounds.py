@@ -65,11 +65,20 @@ class Allocation:
             raise ValidationError(f"round_model must be one of {ROUND_MODELS}, got {self.round_model!r}")
         L = tuple(self.draft_lengths)
         b = tuple(self.bandwidth_hz)
-        for i, x in enumerate(L):
-            check_int_range(f"draft_lengths[{i}]", x, 0, L_MAX_ALLOWED)
-        for i, x in enumerate(b):
-            if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not math.isfinite(x) or x < 0:
-                raise ValidationError(f"bandwidth_hz[{i}] must be a finite number >= 0, got {x!r}")
+        L_arr = np.array(L, dtype=object)
+        int_ok = np.array([isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in L], dtype=bool)
+        if not int_ok.all() or (len(L) and not np.all((L_arr >= 0) & (L_arr <= L_MAX_ALLOWED))):
+            for i, x in enumerate(L):  # slow path only to name the first bad entry
+                check_int_range(f"draft_lengths[{i}]", x, 0, L_MAX_ALLOWED)
+        try:
+            b_arr = np.array(b, dtype=float)
+            num_ok = not any(isinstance(x, (bool, str)) for x in b)
+        except (TypeError, ValueError):
+            b_arr, num_ok = np.array([]), False
+        if not num_ok or b_arr.shape != (len(b),) or not np.all(np.isfinite(b_arr) & (b_arr >= 0)):
+            for i, x in enumerate(b):
+                if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not math.isfinite(x) or x < 0:
+                    raise ValidationError(f"bandwidth_hz[{i}] must be a finite number >= 0, got {x!r}")
         if len(L) != len(b):
             raise ValidationError(
                 f"draft_lengths and bandwidth_hz must have the same length, got {len(L)} and {len(b)}"

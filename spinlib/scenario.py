@@ -24,6 +24,7 @@ symbol             meaning                                                 unit
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -276,32 +277,32 @@ class Scenario:
             if not isinstance(getattr(self, fname), cls):
                 raise ValidationError(f"{fname} must be a {cls.__name__}")
 
-    # ----- vectorised views --------------------------------------------------------------
+    # ----- vectorised views (cached: the scenario is immutable; do not modify the arrays) --
     @property
     def num_users(self) -> int:
         return len(self.users)
 
-    @property
+    @functools.cached_property
     def tau(self) -> np.ndarray:
         """``[K]`` draft time per token [s]."""
         return np.array([u.draft_time_s for u in self.users])
 
-    @property
+    @functools.cached_property
     def alpha(self) -> np.ndarray:
         """``[K]`` i.i.d. acceptance rates."""
         return np.array([u.alpha for u in self.users])
 
-    @property
+    @functools.cached_property
     def gain(self) -> np.ndarray:
         """``[K]`` linear channel gains."""
         return np.array([u.channel_gain for u in self.users])
 
-    @property
+    @functools.cached_property
     def power(self) -> np.ndarray:
         """``[K]`` transmit powers [W]."""
         return np.array([u.tx_power_w for u in self.users])
 
-    @property
+    @functools.cached_property
     def snr_scale_hz(self) -> np.ndarray:
         """``[K]`` ``a_k = P_k g_k / N0`` [Hz]: SNR at bandwidth b is ``a_k / b``."""
         return self.power * self.gain / self.radio.noise_psd_w_per_hz

@@ -21,13 +21,12 @@ Asynchronous rounds, lengths fixed: maximise ``sum_k N_k / (A_k + C_k / R_k(b_k)
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import brentq
 
 from ..channel import RateModel
 from ..rounds import async_round_time, sync_round_time
+from ..roots import illinois_decreasing, newton_decreasing
 from ..scenario import Scenario, ValidationError
 
-_BISECT_ITERS = 64
 
 
 def equal_bandwidth(scenario: Scenario, L) -> np.ndarray:
@@ -64,10 +63,12 @@ def min_makespan_bandwidth(scenario: Scenario, L, rates: RateModel | None = None
     D : ndarray, shape [...]
         Minimal drafting + uplink makespan [s] (0 where nobody drafts).
     b : ndarray, shape [..., K]
-        Bandwidth [Hz]; ``sum_k b_k = B`` up to 1e-12 relative where someone drafts.
+        Bandwidth [Hz] with ``sum_k b_k <= B`` (equal up to ~1e-13 relative) where someone drafts.
 
-    A single problem (``L`` of shape ``[K]``) is solved with Brent's method on D; a batch with a
-    vectorised bisection (64 halvings of the bracket, relative error < 1e-15).
+    The root of ``sum_k b_k(D) = B`` is bracketed by ``max_k L_k (tau_k + S/R_k(inf))`` (sum = inf)
+    and the makespan of the equal split (sum <= B), then found by safeguarded Newton
+    (:func:`spinlib.roots.newton_decreasing`) in ``u = log(D - lo)`` on ``log(sum_k b_k / B)``, for
+    every length vector of the batch at once.
     """
     rates = rates or RateModel.of(scenario)
     L = np.asarray(L)
@@ -77,36 +78,38 @@ def min_makespan_bandwidth(scenario: Scenario, L, rates: RateModel | None = None
     active = L > 0
     n_act = np.maximum(active.sum(axis=-1), 1)
     lo = makespan_lower_bound(scenario, L, rates)
-    # at D_hi every drafting user meets its time with the equal share B / n_active
     b_eq = B / n_act[..., None]
     with np.errstate(divide="ignore"):
         hi = np.max(np.where(active, L * (tau + S / rates.rate(b_eq)), 0.0), axis=-1)
 
-    def excess(D):
-        return _required_bandwidth(rates, S, L, tau, D[..., None] if np.ndim(D) else D).sum(axis=-1) - B
+    # solve in u = log(D - lo) for F(u) = log(sum_k b_k / B): nearly linear, ~10 evaluations
+    any_active = active.any(axis=-1)
+    lo = np.where(any_active, np.minimum(lo, hi), 0.0)
+    width = np.where(any_active, hi - lo, 1.0)
 
+    def log_excess(u):
+        """F(u) = log(sum_k b_k(D)/B) and dF/du, with db_k/dD = -(r_k / (D - L_k tau_k)) / R_k'(b_k)."""
+        D = lo + np.exp(u)
+        slack = D[..., None] - L * tau
+        with np.errstate(divide="ignore", invalid="ignore"):
+            b = _required_bandwidth(rates, S, L, tau, D[..., None])
+            r = L * S / slack
+            db = np.where(active, -(r / slack) / rates.derivative(b), 0.0)
+            tot = b.sum(axis=-1)
+            return np.log(tot / B), np.exp(u) * db.sum(axis=-1) / tot
+
+    # tight lower bracket: the makespan at which the slowest user alone needs all of B
+    with np.errstate(divide="ignore"):
+        lo_br = np.max(np.where(active, L * (tau + S / rates.rate(np.full(L.shape, B))), 0.0), axis=-1)
+    gap = np.clip(np.where(any_active, lo_br - lo, 0.0), width * 1e-12, width)
+    u, _, _ = newton_decreasing(log_excess, np.log(gap), np.log(width), np.log(gap), tol=1e-14)
+    # Newton may end on either side of the root: step to the side where sum_k b_k <= B
+    f, _ = log_excess(u)
+    u = np.where(f > 0, u + np.abs(u) * 4e-15 + 1e-300, u)
+    D = np.where(any_active, lo + np.exp(u), 0.0)
+    b = _required_bandwidth(rates, S, L, tau, np.asarray(D)[..., None])
     if L.ndim == 1:
-        if not active.any():
-            return 0.0, np.zeros(L.shape)
-        if hi <= lo * (1 + 1e-15):
-            D = float(hi)
-        else:
-            f = lambda D: min(float(excess(np.float64(D))), 1e300)  # noqa: E731  (inf at the lower end)
-            D = brentq(f, lo, hi, xtol=1e-15 * hi, rtol=4 * np.finfo(float).eps, maxiter=200) if f(hi) < 0 else hi
-            # step to the feasible side of the root
-            while f(D) > 0:
-                D = np.nextafter(D, np.inf)
-        b = _required_bandwidth(rates, S, L, tau, D)
         return float(D), b
-    lo = np.array(lo, dtype=float)
-    hi = np.array(hi, dtype=float)
-    for _ in range(_BISECT_ITERS):
-        mid = 0.5 * (lo + hi)
-        over = excess(mid) > 0
-        lo = np.where(over, mid, lo)
-        hi = np.where(over, hi, mid)
-    D = np.where(active.any(axis=-1), hi, 0.0)
-    b = _required_bandwidth(rates, S, L, tau, D[..., None])
     return D, b
 
 
@@ -127,20 +130,35 @@ def _async_marginal(rates: RateModel, b, N, A, C):
     return N * C * rates.derivative(b) / (A * R + C) ** 2
 
 
-def _async_best_response(rates: RateModel, mu, N, A, C, b_max: float, iters: int = 32):
-    """Per user: the b in [0, b_max] with ``h'(b) = mu`` (bisection on log b); 0 where C = 0."""
-    lo = np.full(np.broadcast(mu, N, A, C).shape, np.log(b_max) - 40.0)  # e^-40 B ~ 0
-    hi = np.full(lo.shape, np.log(b_max))
-    for _ in range(iters):
-        mid = 0.5 * (lo + hi)
-        above = _async_marginal(rates, np.exp(mid), N, A, C) > mu
-        lo = np.where(above, mid, lo)
-        hi = np.where(above, hi, mid)
-    b = np.exp(lo)  # the side where h' >= mu
+def _async_best_response(rates: RateModel, mu, N, A, C, b_max: float, iters: int = 40, t_init=None):
+    """Per user: the b in (0, b_max] with ``h'(b) = mu`` (0 where C = 0, b_max where h'(b_max) >= mu).
+
+    Safeguarded Newton on ``phi(t) = log h'(e^t) - log mu`` (decreasing in t = log b) with
+    ``phi'(t) = b [R''/R' - 2 A R' / (A R + C)]``; a bisection step replaces any Newton step
+    that leaves the bracket ``[log b_max - 40, log b_max]``.
+    """
+    shape = np.broadcast(mu, N, A, C).shape
+    log_mu = np.log(mu)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        at_max = _async_marginal(rates, np.full(shape, b_max), N, A, C) >= mu
+    live = (np.broadcast_to(C, shape) > 0) & ~at_max  # entries that need the iteration
+    lo = np.full(shape, np.log(b_max) - 40.0)
+    hi = np.full(shape, np.log(b_max))
+    t0 = np.full(shape, np.log(b_max) - 10.0) if t_init is None else np.broadcast_to(t_init, shape)
+
+    def phi(t):
+        b = np.exp(t)
+        R, dR = rates.rate(b), rates.derivative(b)
+        AR = A * R + C
+        return (np.log(N * C * dR) - 2.0 * np.log(AR) - log_mu,
+                b * (rates.second_derivative(b) / dR - 2.0 * A * dR / AR))
+
+    t, _, _ = newton_decreasing(phi, lo, hi, t0, tol=1e-13, max_iter=iters, live=live)
+    b = np.where(at_max, b_max, np.exp(t))
     return np.where(C > 0, b, 0.0)
 
 
-def async_optimal_bandwidth(scenario: Scenario, L, tokens, rates: RateModel | None = None, iters: int = 44):
+def async_optimal_bandwidth(scenario: Scenario, L, tokens, rates: RateModel | None = None):
     """Optimal bandwidth for fixed lengths under asynchronous rounds (batched over ``[..., K]``).
 
     Parameters
@@ -156,30 +174,36 @@ def async_optimal_bandwidth(scenario: Scenario, L, tokens, rates: RateModel | No
         Bandwidth [Hz], ``sum_k b_k <= B`` (equality where someone drafts).
     goodput : ndarray [...]
         ``sum_k N_k / T_k`` [token/s].
+
+    The multiplier mu of the budget solves ``sum_k b_k(mu) = B`` (decreasing in mu); it is found in
+    log mu by safeguarded regula falsi on ``log(sum_k b_k / B)``, each ``b_k(mu)`` by :func:`_async_best_response`.
     """
     rates = rates or RateModel.of(scenario)
     B = scenario.radio.bandwidth_hz
     L = np.asarray(L)
     N = np.asarray(tokens, dtype=float)
     A, C = _async_terms(scenario, L)
-    # bracket mu (log space): at mu_lo everyone would take all of B, at mu_hi ~ nobody takes any
     with np.errstate(divide="ignore", invalid="ignore"):
         m_full = np.where(C > 0, _async_marginal(rates, np.full(L.shape, B), N, A, C), np.inf)
         m_tiny = np.where(C > 0, _async_marginal(rates, np.full(L.shape, B * np.exp(-40.0)), N, A, C), 0.0)
-    lo = np.log(np.maximum(np.min(m_full, axis=-1), 1e-300))
+    lo = np.log(np.maximum(np.min(m_full, axis=-1), 1e-300)) - 1e-9
     hi = np.log(np.maximum(np.max(m_tiny, axis=-1), 1e-300)) + 1.0
-    for _ in range(iters):
-        mid = 0.5 * (lo + hi)
-        b = _async_best_response(rates, np.exp(mid)[..., None], N, A, C, B)
-        over = b.sum(axis=-1) > B
-        lo = np.where(over, mid, lo)
-        hi = np.where(over, hi, mid)
-    b = _async_best_response(rates, np.exp(hi)[..., None], N, A, C, B)
-    # the bisection ends a hair below the budget: hand the remainder out in proportion
+    lo = np.minimum(lo, hi - 1e-9)
+
+    last_t = [None]  # warm start: Newton from the previous multiplier's solution
+
+    def log_excess(s):
+        b = _async_best_response(rates, np.exp(np.asarray(s))[..., None], N, A, C, B, t_init=last_t[0])
+        last_t[0] = np.log(np.maximum(b, B * np.exp(-40.0)))
+        with np.errstate(divide="ignore"):
+            return np.log(b.sum(axis=-1) / B)
+
+    _, s = illinois_decreasing(log_excess, lo, hi, rtol=1e-13)
+    b = _async_best_response(rates, np.exp(np.asarray(s))[..., None], N, A, C, B, t_init=last_t[0])
+    # regula falsi ends a hair below the budget: hand the remainder out in proportion
     tot = b.sum(axis=-1, keepdims=True)
     b = np.where(tot > 0, b * (B / np.where(tot > 0, tot, 1.0)), 0.0)
-    goodput = async_goodput(scenario, L, N, b, rates)
-    return b, goodput
+    return b, async_goodput(scenario, L, N, b, rates)
 
 
 def async_goodput(scenario: Scenario, L, tokens, b, rates: RateModel | None = None):
