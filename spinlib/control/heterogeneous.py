@@ -24,7 +24,7 @@ Decomposition used here.
   ``max_{L, b} N_k(L) / T_k(L, b) - mu b``, concave in b for each L (solved by bisection on the
   marginal goodput) and then a scan over L. Bisection on mu meets the budget.
 * Both: the integer choice leaves a duality gap of at most one user's switch; we close it by a
-  local search on L (single +-1 moves, plus pairwise moves for K <= 8) with the exact bandwidth
+  local search on L (+-1 on one user or on all, and on any two users for K <= 8) with the exact bandwidth
   of every candidate, started from the best of the Lagrangian candidates, the homogeneous
   optimum and server-only decoding -- so the result is never worse than any of those. The tests
   compare it with the exhaustive optimum (``exhaustive.py``) on random instances.
@@ -82,17 +82,18 @@ def evaluate_async_lengths(scenario: Scenario, L, table, rates=None):
 
 
 def _neighbours(L: np.ndarray, L_max: int, pairs: bool) -> np.ndarray:
+    """Candidate moves: every +-1 on one user, +-1 on everyone, and (small K) +-1 on any two users."""
     K = L.size
-    moves = []
     eye = np.eye(K, dtype=int)
-    moves.append(L + eye)
-    moves.append(L - eye)
+    moves = [L + eye, L - eye, (L + 1)[None], (L - 1)[None]]
     if pairs:
-        i, j = np.where(~np.eye(K, dtype=bool))
-        m = np.tile(L, (i.size, 1))
-        m[np.arange(i.size), i] += 1
-        m[np.arange(i.size), j] -= 1
-        moves.append(m)
+        i, j = np.triu_indices(K, 1)
+        for si in (1, -1):
+            for sj in (1, -1):
+                m = np.tile(L, (i.size, 1))
+                m[np.arange(i.size), i] += si
+                m[np.arange(i.size), j] += sj
+                moves.append(m)
     cand = np.vstack(moves)
     ok = np.all((cand >= 0) & (cand <= L_max), axis=1)
     return np.unique(cand[ok], axis=0)
@@ -184,7 +185,7 @@ def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateMod
     hom = solve_homogeneous(scenario, L_max, rates)
     cands, lower = sync_candidates(scenario, table, L_max, rates)
     # exact evaluation of the few most promising candidates (by their grid lower bound)
-    order = np.argsort(-lower)[:3]
+    order = np.argsort(-lower)[:6]
     pool = [np.array(hom.draft_lengths), np.zeros(K, dtype=int)] + [cands[i] for i in order]
     best_L, best_G = None, -np.inf
     for L in pool:
