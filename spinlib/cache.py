@@ -73,3 +73,25 @@ def cached(
     value = compute()
     atomic_write_text(path, json.dumps({"name": name, "config": canon, "value": value}, sort_keys=True))
     return value
+
+
+def write_summary(name: str, data: dict, directory: Path | None = None) -> Path:
+    """Write a notebook's result summary to ``results/summaries/<name>.json`` (atomically)."""
+    from .paths import RESULTS
+
+    directory = Path(directory or RESULTS / "summaries")
+    path = directory / f"{name}.json"
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=_jsonable) + "\n")
+    return path
+
+
+def _jsonable(x):
+    import numpy as np
+
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        return float(x)
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    return str(x)

@@ -53,3 +53,28 @@ def save_figure(fig, name: str, directory: Path | None = None) -> list[Path]:
     for p in paths:
         fig.savefig(p)
     return paths
+
+
+def plot_policies(ax, long_df, policies, *, x="value", y="goodput", labels=None, errorbar=("ci", 95),
+                  log_x: bool = False):
+    """Mean goodput vs ``x`` per policy (95 % bootstrap CI bands), one style per series.
+
+    ``log_x`` puts x on a log scale with the sweep values as plain-number ticks.
+    """
+    import seaborn as sns
+
+    labels = labels or {}
+    for pol, style in zip(policies, series_styles()):
+        d = long_df[long_df["policy"] == pol]
+        sns.lineplot(data=d, x=x, y=y, ax=ax, errorbar=errorbar, label=labels.get(pol, pol),
+                     color=style["color"], marker=style["marker"], linestyle=style["linestyle"],
+                     err_kws={"alpha": 0.15})
+    if log_x:
+        from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+        vals = sorted(long_df[x].unique())
+        ax.set_xscale("log")
+        ax.set_xticks(vals)
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    return ax

@@ -4,6 +4,8 @@ Tolerances: the optimisers must reach the exhaustive optimum within 1e-6 relativ
 continuous sub-problems must match CVXPY within 1e-6 relative (CVXPY/Clarabel's own accuracy
 is ~1e-8); budget constraints hold to 1e-9 relative.
 """
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -297,3 +299,18 @@ def test_dead_channel_user_is_excluded_from_drafting():
         assert a.draft_lengths[3] == 0 and a.bandwidth_hz[3] == 0.0
         assert sum(a.draft_lengths[:3]) > 0
         assert a.goodput_tokens_per_s >= solve(s, "server-only", round_model=a.round_model).goodput_tokens_per_s
+
+
+def test_critical_access_latency():
+    """Below T_acc* the homogeneous optimum is L = 0, above it L >= 1 (scan over 100 instances)."""
+    from spinlib.control.homogeneous import critical_access_latency
+
+    rng = np.random.default_rng(1414)
+    for _ in range(100):
+        s = random_instance(rng, int(rng.integers(1, 12)), access_latency_s=0.0)
+        t = critical_access_latency(s)
+        if t > 0:
+            below = s.replace(radio=dataclasses.replace(s.radio, access_latency_s=t * 0.98))
+            assert solve_homogeneous(below).draft_lengths[0] == 0
+        above = s.replace(radio=dataclasses.replace(s.radio, access_latency_s=t * 1.02 + 1e-6))
+        assert solve_homogeneous(above).draft_lengths[0] >= 1

@@ -92,3 +92,24 @@ def solve_homogeneous(scenario: Scenario, L_max: int = 16, rates: RateModel | No
         e = float(sync_round_time(scenario, 0.0, 0.0))
         info["closed_form_length"] = closed_form_length(float(alpha[0]), c, e)
     return Allocation(tuple([L] * K), tuple(b.tolist()), "sync", "homogeneous", float(G[L]), info)
+
+
+def critical_access_latency(scenario: Scenario, rates: RateModel | None = None) -> float:
+    """Smallest per-round access latency ``T_acc`` [s] above which speculation pays (L* >= 1).
+
+    ``G(L)`` is quasi-concave, so ``L* >= 1`` iff ``G(1) > G(0)``. With ``d*`` the per-token
+    makespan and ``c0 = t0 + t1 K + T_fb`` this reads ``sum_k alpha_k (c0 + T_acc) > K (d* + t1 K)``:
+
+        T_acc* = max(0, K (d* + t1 K) / sum_k alpha_k - c0).
+
+    Returns ``inf`` when every alpha is 0 (drafting never pays). Uses the i.i.d. model
+    (``N_k(1) = 1 + alpha_k``).
+    """
+    K = scenario.num_users
+    d_star, _ = per_token_makespan(scenario, rates)
+    t1 = scenario.server.t1_s_per_token
+    s_alpha = float(np.sum(scenario.alpha))
+    if s_alpha == 0:
+        return float("inf")
+    c0 = scenario.server.t0_s + t1 * K + scenario.feedback_time_s
+    return max(0.0, K * (d_star + t1 * K) / s_alpha - c0)

@@ -1,0 +1,130 @@
+"""Sweeps and gain tables shared by the notebooks (pure functions returning JSON-able records).
+
+A sweep varies one knob of the scenario generator, draws ``n_seeds`` random scenarios per value
+(seeds derived from one master seed with :class:`numpy.random.SeedSequence`), runs every policy
+on each and records the goodput. Records are plain dicts so that they cache as JSON and load
+into a pandas DataFrame.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from .control import BASELINES, solve
+from .presets import get_preset, random_scenario
+from .scenario import Payload, ValidationError
+
+OPTIMISED = {"homogeneous": "sync", "heterogeneous-sync": "sync", "heterogeneous-async": "async"}
+KNOBS = ("bandwidth_mhz", "num_users", "heterogeneity", "payload", "access_latency_ms")
+
+
+def heterogeneity_kwargs(h: float, alpha_mean: float = 0.65, tau_mean_s: float = 0.005) -> dict:
+    """Generator overrides for a degree of heterogeneity ``h`` in [0, 1].
+
+    ``alpha ~ U(alpha_mean -+ 0.3 h)``, ``tau`` uniform on ``[tau_mean/(1+9h), tau_mean (1+9h)]``
+    (a 1:100 spread at h = 1), shadowing ``8 h`` dB. At h = 0 users differ only by distance.
+    """
+    if not 0 <= h <= 1:
+        raise ValidationError(f"heterogeneity must be in [0, 1], got {h}")
+    lo, hi = max(alpha_mean - 0.3 * h, 0.0), min(alpha_mean + 0.3 * h, 0.98)
+    spread = 1 + 9 * h
+    return dict(alpha_range=(lo, hi), draft_time_range=(tau_mean_s / spread, tau_mean_s * spread),
+                shadowing_db=8.0 * h)
+
+
+def payload_of(name: str, vocab_size: int) -> Payload:
+    """``"ids"``, ``"full"`` or ``"topk-<k>"`` (16-bit probabilities)."""
+    if name in ("ids", "full"):
+        return Payload(vocab_size, name, 16, 1)
+    if name.startswith("topk-"):
+        return Payload(vocab_size, "topk", 16, int(name.split("-", 1)[1]))
+    raise ValidationError(f"payload must be 'ids', 'full' or 'topk-<k>', got {name!r}")
+
+
+def make_scenario(knob: str, value, seed: int, preset: str, num_users: int, heterogeneity: float):
+    """The scenario of one sweep point (other knobs at their defaults)."""
+    if knob not in KNOBS:
+        raise ValidationError(f"knob must be one of {KNOBS}, got {knob!r}")
+    K = int(value) if knob == "num_users" else num_users
+    h = float(value) if knob == "heterogeneity" else heterogeneity
+    kw = heterogeneity_kwargs(h)
+    if knob == "bandwidth_mhz":
+        kw["bandwidth_hz"] = float(value) * 1e6
+    if knob == "access_latency_ms":
+        kw["access_latency_s"] = float(value) * 1e-3
+    if knob == "payload":
+        kw["payload"] = payload_of(str(value), get_preset(preset).vocab_size)
+    return random_scenario(K, seed=seed, preset=preset, **kw)
+
+
+def run_policies(scenario, L_max: int = 16, draft_length: int = 4) -> dict:
+    """Goodput [token/s] of every optimised policy and every baseline in both round models."""
+    out = {}
+    for name, model in OPTIMISED.items():
+        out[name] = solve(scenario, name, L_max=L_max).goodput_tokens_per_s
+    for name in BASELINES:
+        for model in ("sync", "async"):
+            a = solve(scenario, name, L_max=L_max, draft_length=draft_length, round_model=model)
+            out[f"{name}/{model}"] = a.goodput_tokens_per_s
+    return out
+
+
+def sweep(knob: str, values: Iterable, *, n_seeds: int, seed: int, preset: str = "llama2-7b-l4",
+          num_users: int = 10, heterogeneity: float = 0.5, L_max: int = 16, progress: bool = True) -> list[dict]:
+    """Records ``{knob, value, seed, policy: goodput...}`` for every value and scenario seed."""
+    from tqdm.auto import tqdm
+
+    values = list(values)
+    seeds = np.random.SeedSequence(seed).generate_state(n_seeds).tolist()
+    records = []
+    it = [(v, s) for v in values for s in seeds]
+    for v, s in tqdm(it, desc=f"sweep {knob}", disable=not progress, leave=False):
+        scen = make_scenario(knob, v, int(s), preset, num_users, heterogeneity)
+        rec = {"knob": knob, "value": v, "seed": int(s), "preset": preset}
+        rec.update(run_policies(scen, L_max))
+        records.append(rec)
+    return records
+
+
+def gain_table(records: list[dict]):
+    """Gain of each optimised policy over each baseline of the same round model.
+
+    Returns a DataFrame with one row per (policy, baseline): mean and max relative gain over all
+    records, and the sweep point (knob, value, seed) where the gain peaks.
+    """
+    import pandas as pd
+
+    df = pd.DataFrame(records)
+    rows = []
+    for opt, model in OPTIMISED.items():
+        for base in BASELINES:
+            col = f"{base}/{model}"
+            gain = df[opt] / df[col] - 1.0
+            i = int(np.argmax(gain.to_numpy()))
+            rows.append({"policy": opt, "baseline": col, "mean_gain": float(gain.mean()),
+                         "max_gain": float(gain.iloc[i]), "peak_knob": df["knob"].iloc[i],
+                         "peak_value": df["value"].iloc[i], "peak_seed": int(df["seed"].iloc[i])})
+    return pd.DataFrame(rows)
+
+
+def records_frame(records: list[dict], relative_to: str | None = None):
+    """Long-format DataFrame (knob, value, seed, policy, goodput) for plotting.
+
+    With ``relative_to`` (a policy column, e.g. ``"server-only/sync"``) the goodput of every
+    policy is divided by that policy's goodput on the same scenario: a paired comparison that
+    removes the scenario-to-scenario spread from the confidence bands.
+    """
+    import pandas as pd
+
+    df = pd.DataFrame(records)
+    id_cols = ["knob", "value", "seed", "preset"]
+    if relative_to is not None:
+        ref = df[relative_to].to_numpy()
+        pol = [c for c in df.columns if c not in id_cols]
+        df[pol] = df[pol].div(ref, axis=0)
+    return df.melt(id_vars=id_cols, var_name="policy", value_name="goodput")
+
+
+__all__ = ["sweep", "gain_table", "records_frame", "heterogeneity_kwargs", "make_scenario", "run_policies",
+           "payload_of", "OPTIMISED", "KNOBS"]
