@@ -73,7 +73,7 @@ def run_policies(scenario, L_max: int = 16, draft_length: int = 4) -> dict:
 def sweep(knob: str, values: Iterable, *, n_seeds: int, seed: int, preset: str = "llama2-7b-l4",
           num_users: int = 10, heterogeneity: float = 0.5, L_max: int = 16, progress: bool = True) -> list[dict]:
     """Records ``{knob, value, seed, policy: goodput...}`` for every value and scenario seed."""
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     values = list(values)
     seeds = np.random.SeedSequence(seed).generate_state(n_seeds).tolist()

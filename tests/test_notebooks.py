@@ -1,0 +1,61 @@
+"""Every notebook runs end to end through papermill with SMOKE=True and writes its results.
+
+Results go to a temporary directory ($SPINLIB_RESULTS), never over the committed full run.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from spinlib.paths import NOTEBOOKS
+
+NOTEBOOK_FILES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+# what each notebook must write (summaries under summaries/, figures under figures/)
+EXPECTED = {
+    "00_overview": ([], []),
+    "01_system_model": (["01_system_model"], ["01_goodput_mc_vs_closed_form", "01_speculation_boundary"]),
+    "02_homogeneous_draft_control": (["02_homogeneous_draft_control"], ["02_share_vs_draft_time_and_path_loss",
+                                                                         "02_sweeps_homogeneous"]),
+    "03_heterogeneous_draft_control": (["03_heterogeneous_draft_control"], ["03_share_vs_alpha", "03_sweeps_sync"]),
+}
+
+
+@pytest.fixture(scope="session")
+def kernel():
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    if "spinlib" not in KernelSpecManager().find_kernel_specs():
+        subprocess.run([sys.executable, "-m", "ipykernel", "install", "--sys-prefix", "--name", "spinlib"],
+                       check=True, capture_output=True)
+    return "spinlib"
+
+
+def test_every_notebook_is_listed():
+    assert [p.stem for p in NOTEBOOK_FILES] == sorted(EXPECTED)
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("path", NOTEBOOK_FILES, ids=lambda p: p.stem)
+def test_notebook_smoke(path, tmp_path, kernel, monkeypatch):
+    import papermill as pm
+
+    monkeypatch.setenv("SPINLIB_RESULTS", str(tmp_path))
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    before = path.read_bytes()
+    out = tmp_path / path.name
+    pm.execute_notebook(str(path), str(out), parameters={"SMOKE": True}, kernel_name=kernel,
+                        cwd=str(NOTEBOOKS), progress_bar=False, execution_timeout=600)
+    assert path.read_bytes() == before, "the source notebook must not be modified"
+    summaries, figures = EXPECTED[path.stem]
+    for name in summaries:
+        data = json.loads((tmp_path / "summaries" / f"{name}.json").read_text())
+        assert data, name
+    for name in figures:
+        for ext in ("pdf", "png"):
+            f = tmp_path / "figures" / f"{name}.{ext}"
+            assert f.exists() and f.stat().st_size > 1000, f
+    executed = json.loads(out.read_text())
+    errors = [o for c in executed["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors
