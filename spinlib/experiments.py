@@ -13,9 +13,11 @@ import numpy as np
 
 from .control import BASELINES, solve
 from .presets import get_preset, random_scenario
+from .rounds import evaluate
 from .scenario import Payload, ValidationError
 
 OPTIMISED = {"homogeneous": "sync", "heterogeneous-sync": "sync", "heterogeneous-async": "async"}
+RECORD_VERSION = 2  # bump when run_policies records change: cache keys include it
 KNOBS = ("bandwidth_mhz", "num_users", "heterogeneity", "payload", "access_latency_ms")
 
 
@@ -62,7 +64,12 @@ def run_policies(scenario, L_max: int = 16, draft_length: int = 4) -> dict:
     """Goodput [token/s] of every optimised policy and every baseline in both round models."""
     out = {}
     for name, model in OPTIMISED.items():
-        out[name] = solve(scenario, name, L_max=L_max).goodput_tokens_per_s
+        a = solve(scenario, name, L_max=L_max)
+        out[name] = a.goodput_tokens_per_s
+        if model == "async":
+            ev = evaluate(scenario, a)
+            out[f"{name}/capacity-limited"] = ev.capacity_limited_goodput
+            out[f"{name}/server-utilisation"] = ev.server_utilisation
     for name in BASELINES:
         for model in ("sync", "async"):
             a = solve(scenario, name, L_max=L_max, draft_length=draft_length, round_model=model)
@@ -109,7 +116,7 @@ def gain_table(records: list[dict]):
 
 
 def records_frame(records: list[dict], relative_to: str | None = None):
-    """Long-format DataFrame (knob, value, seed, policy, goodput) for plotting.
+    """Long-format DataFrame (knob, value, seed, policy, goodput) for plotting (utilisation dropped).
 
     With ``relative_to`` (a policy column, e.g. ``"server-only/sync"``) the goodput of every
     policy is divided by that policy's goodput on the same scenario: a paired comparison that
@@ -118,6 +125,7 @@ def records_frame(records: list[dict], relative_to: str | None = None):
     import pandas as pd
 
     df = pd.DataFrame(records)
+    df = df[[c for c in df.columns if not c.endswith("/server-utilisation")]]
     id_cols = ["knob", "value", "seed", "preset"]
     if relative_to is not None:
         ref = df[relative_to].to_numpy()

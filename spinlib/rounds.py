@@ -13,6 +13,11 @@ arrival, queueing ignored -- the emulator of issue 6 measures what that leaves o
     T_k     = L_k tau_k + L_k S / R_k(b_k) + T_ver(L_k + 1) + T_fb + T_acc
     G_async = sum_k E[N_k](L_k) / T_k,     server utilisation rho = sum_k T_ver(L_k + 1) / T_k
 
+The asynchronous model ignores the server's capacity: the server is busy ``rho`` of the time and
+``rho > 1`` is not sustainable. :func:`evaluate` also reports ``G / max(1, rho)``, the goodput when
+an overloaded server stretches every user's round by the same factor (processor sharing); the
+synchronous round includes the verification time, so there ``rho <= 1`` always.
+
 A user with ``L_k = 0`` decodes autoregressively on the server: no draft, no upload, one token
 per round (``E[N](0) = 1``) and needs no bandwidth.
 """
@@ -154,6 +159,7 @@ class Evaluation:
     access_latency_s: float
     round_time_s: np.ndarray  # [K] sync: T for everyone; async: T_k
     server_utilisation: float
+    capacity_limited_goodput: float  # G / max(1, rho): every round stretched when the server is overloaded
 
     def to_dict(self) -> dict:
         return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in dataclasses.asdict(self).items()}
@@ -245,6 +251,7 @@ def evaluate(scenario: Scenario, alloc: Allocation, round_model: str | None = No
         access_latency_s=t_acc,
         round_time_s=Tk,
         server_utilisation=util,
+        capacity_limited_goodput=G / max(1.0, util),
     )
 
 
