@@ -176,7 +176,7 @@ def async_optimal_bandwidth(scenario: Scenario, L, tokens, rates: RateModel | No
         ``sum_k N_k / T_k`` [token/s].
 
     The multiplier mu of the budget solves ``sum_k b_k(mu) = B`` (decreasing in mu); it is found in
-    log mu by safeguarded regula falsi on ``log(sum_k b_k / B)``, each ``b_k(mu)`` by :func:`_async_best_response`.
+    log mu by safeguarded Newton on ``log(sum_k b_k / B)`` (derivative from ``db_k/dmu = 1/h_k''``), each ``b_k(mu)`` by :func:`_async_best_response`.
     """
     rates = rates or RateModel.of(scenario)
     B = scenario.radio.bandwidth_hz
@@ -190,17 +190,27 @@ def async_optimal_bandwidth(scenario: Scenario, L, tokens, rates: RateModel | No
     hi = np.log(np.maximum(np.max(m_tiny, axis=-1), 1e-300)) + 1.0
     lo = np.minimum(lo, hi - 1e-9)
 
-    last_t = [None]  # warm start: Newton from the previous multiplier's solution
+    last_t = [None]  # warm start: each user's Newton starts from the previous multiplier's solution
+    interior = (C > 0)
 
     def log_excess(s):
-        b = _async_best_response(rates, np.exp(np.asarray(s))[..., None], N, A, C, B, t_init=last_t[0])
+        """F(s) = log(sum_k b_k(e^s) / B) and dF/ds, with db_k/dmu = 1 / h_k''(b_k) inside (0, B)."""
+        mu = np.exp(np.asarray(s))[..., None]
+        b = _async_best_response(rates, mu, N, A, C, B, t_init=last_t[0])
         last_t[0] = np.log(np.maximum(b, B * np.exp(-40.0)))
-        with np.errstate(divide="ignore"):
-            return np.log(b.sum(axis=-1) / B)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            R, dR, d2R = rates.rate(b), rates.derivative(b), rates.second_derivative(b)
+            AR = A * R + C
+            h2 = N * C * (d2R * AR - 2.0 * A * dR * dR) / AR**3
+            db = np.where(interior & (b > 0) & (b < B), 1.0 / h2, 0.0)
+            tot = b.sum(axis=-1)
+            return np.log(tot / B), np.exp(np.asarray(s)) * db.sum(axis=-1) / tot
 
-    _, s = illinois_decreasing(log_excess, lo, hi, rtol=1e-13)
+    s, _, hi_s = newton_decreasing(log_excess, lo, hi, None, tol=1e-13, f_tol=1e-12)
+    f, _ = log_excess(s)
+    s = np.where(f > 0, hi_s, s)  # end on the side where sum_k b_k <= B
     b = _async_best_response(rates, np.exp(np.asarray(s))[..., None], N, A, C, B, t_init=last_t[0])
-    # regula falsi ends a hair below the budget: hand the remainder out in proportion
+    # the root is approached from within the budget: hand the remainder out in proportion
     tot = b.sum(axis=-1, keepdims=True)
     b = np.where(tot > 0, b * (B / np.where(tot > 0, tot, 1.0)), 0.0)
     return b, async_goodput(scenario, L, N, b, rates)
