@@ -66,7 +66,9 @@ def newton_decreasing(fdf, lo, hi, x0=None, *, tol: float = 1e-13, f_tol: float 
 
     ``fdf(x) -> (f, df)``. A Newton step that leaves the current bracket is replaced by the
     midpoint, and every evaluation shrinks the bracket, so the iteration cannot diverge; near
-    the root it converges quadratically. ``live`` masks the entries that need iterating (the
+    the root it converges quadratically. Bisection steps halve the bracket, so ``max_iter`` = 60
+    suffices for brackets up to ~1e3 wide in the iteration variable (the solvers iterate in log
+    space, on brackets of width <= 100). ``live`` masks the entries that need iterating (the
     others are carried along untouched for the stopping test).
 
     Returns
@@ -84,13 +86,15 @@ def newton_decreasing(fdf, lo, hi, x0=None, *, tol: float = 1e-13, f_tol: float 
             pos = f > 0
             lo = np.where(pos, x, lo)
             hi = np.where(pos, hi, x)
-            x_new = x - f / df
+            step = f / df
+            x_new = x - step
             bad = ~np.isfinite(x_new) | (x_new <= lo) | (x_new >= hi)
             x_new = np.where(bad, 0.5 * (lo + hi), x_new)
-            x_new = np.where(f == 0, x, x_new)  # an exact root stays put
-            # converged: a tiny Newton step where f is tiny too, or a collapsed bracket
+            # converged: a tiny Newton step where f is tiny too, or a collapsed bracket; a
+            # converged entry stays where it is (else a step landing on the bracket end would bisect)
             scale = tol * (1.0 + np.abs(x))
-            conv = ((np.abs(x_new - x) <= scale) & (np.abs(f) <= f_tol)) | (hi - lo <= scale) | (f == 0)
+            conv = ((np.abs(step) <= scale) & (np.abs(f) <= f_tol)) | (hi - lo <= scale) | (f == 0)
+            x_new = np.where(conv, x, x_new)
             moving = live & ~conv
             x = x_new
             if not moving.any():

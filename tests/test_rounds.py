@@ -85,3 +85,16 @@ def test_allocation_json_round_trip(tmp_path):
     assert b == a and b.goodput_tokens_per_s == 12.5
     with pytest.raises(ValidationError, match="missing the field 'bandwidth_hz'"):
         Allocation.from_dict({"draft_lengths": [1]})
+
+
+def test_capacity_limited_goodput():
+    """Sync rounds never overload the server; async rounds report G / max(1, rho)."""
+    s = random_scenario(12, seed=5)
+    L = np.full(12, 3)
+    for model in ("sync", "async"):
+        ev = evaluate(s, _alloc(s, L, model))
+        if model == "sync":
+            assert ev.server_utilisation <= 1 and ev.capacity_limited_goodput == ev.goodput_tokens_per_s
+        else:
+            assert ev.server_utilisation > 1  # 12 users, each pass pays t0 alone
+            assert ev.capacity_limited_goodput == pytest.approx(ev.goodput_tokens_per_s / ev.server_utilisation)
