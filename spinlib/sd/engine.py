@@ -1,0 +1,245 @@
+"""Speculative sampling (Leviathan et al. 2023, arXiv 2211.17192) with KV caches, in UL or DL mode.
+
+One round with draft q and target p (notation of the paper):
+
+1. the draft proposes ``x_1..x_L`` autoregressively, ``x_i ~ q_i`` (one cached forward per token);
+2. the target scores the L+1 positions in **one** cached forward pass: ``p_1..p_{L+1}``;
+3. ``x_i`` is accepted with probability ``min(1, p_i(x_i) / q_i(x_i))``; at the first rejection j
+   the round ends with a token from the residual ``norm(max(0, p_j - q_j))``; if all L are
+   accepted a bonus token comes from ``p_{L+1}``;
+4. both caches are rolled back (cropped) to the committed tokens.
+
+The output has exactly the target's distribution. At temperature 0 both distributions are
+one-hot (argmax) and the rule reduces to "accept while the draft's token is the target's argmax".
+
+Correction modes of paper 2 (design note; the output is the same, the bits differ):
+
+* ``ul``: the device uploads ids and its draft distributions (payload model), the server corrects;
+  the downlink carries the accepted count and one token id.
+* ``dl``: the device uploads ids and the scalars ``q_i(x_i)`` (``Q`` bits each); the server runs the
+  accept test and, on a rejection, sends ``p_j`` over the whole vocabulary (``V Q`` bits) for the
+  device to sample the residual with its own ``q_j``; if everything is accepted, the bonus id.
+
+At temperature 0 only ids travel in both modes. Randomness comes from one ``torch.Generator``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+from ..scenario import Payload, ValidationError
+
+
+class CachedLM:
+    """A causal LM with a KV cache that can be extended and cropped (rollback).
+
+    Works with Hugging Face models (``DynamicCache.crop``) and with plain callables
+    ``f(ids [1, n]) -> logits [1, n, V]`` without a cache (toy models for tests).
+    """
+
+    def __init__(self, model):
+        self.model = model
+        self.hf = hasattr(model, "config")
+        self.cache = None
+        self.ids: list[int] = []  # tokens whose keys/values are in the cache
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @torch.no_grad()
+    def feed(self, tokens: list[int]) -> torch.Tensor:
+        """Append ``tokens``; return their next-token logits ``[len(tokens), V]`` (float64)."""
+        if not tokens:
+            raise ValueError("feed needs at least one token")
+        if self.hf:
+            from transformers import DynamicCache
+
+            if self.cache is None:
+                self.cache = DynamicCache(config=self.model.config)
+            out = self.model(input_ids=torch.tensor([tokens]), cache=self.cache, use_cache=True)
+            logits = out.logits[0]
+        else:
+            logits = self.model(torch.tensor([self.ids + tokens]))[0, len(self.ids):]
+        self.ids.extend(tokens)
+        return logits.double()
+
+    def crop(self, n: int) -> None:
+        """Keep the first ``n`` cached positions."""
+        if n < len(self.ids):
+            if self.hf and self.cache is not None:
+                self.cache.crop(n - len(self.ids))  # transformers 5: a negative count removes tokens
+            del self.ids[n:]
+
+    def catch_up(self, seq: list[int]) -> torch.Tensor:
+        """Feed the tokens of ``seq`` missing from the cache; return the last position's logits."""
+        assert seq[: len(self.ids)] == self.ids, "cache diverged from the committed sequence"
+        return self.feed(seq[len(self.ids):])[-1]
+
+
+def _probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    return torch.softmax(logits / temperature, dim=-1)
+
+
+def _sample(p: torch.Tensor, g: torch.Generator) -> int:
+    return int(torch.multinomial(p.float(), 1, generator=g))
+
+
+@dataclass
+class RoundRecord:
+    """One round: what was drafted, accepted and carried over the air."""
+
+    drafted: int
+    accepted: int
+    tokens: int  # accepted + 1 (correction or bonus)
+    bits_up: float
+    bits_down: float
+    mode: str
+    draft_s: float
+    verify_s: float
+
+
+def round_bits(mode: str, L: int, accepted: int, payload: Payload, greedy: bool) -> tuple[float, float]:
+    """Uplink and downlink bits of one round (see the module docstring)."""
+    count = 8.0
+    idb = payload.id_bits
+    if greedy or L == 0:
+        return float(L * idb), count + idb
+    if mode == "ul":
+        return L * payload.bits_per_token, count + idb
+    up = L * (idb + payload.bits_per_prob)
+    down = count + (payload.vocab_size * payload.bits_per_prob if accepted < L else idb)
+    return float(up), float(down)
+
+
+@torch.no_grad()
+def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens: int, draft_length: int,
+                         temperature: float = 0.0, generator: torch.Generator | None = None, mode: str = "ul",
+                         payload: Payload | None = None, stop_ids: tuple[int, ...] = ()):
+    """Generate up to ``max_new_tokens`` with speculative sampling; returns ``(new_ids, records)``.
+
+    Parameters
+    ----------
+    target, draft : model
+        Hugging Face causal LMs sharing a tokenizer (or toy callables, see :class:`CachedLM`).
+    prompt_ids : list of int
+        Prompt tokens (at least one).
+    draft_length : int
+        L >= 0 (0 is plain decoding, one target pass per token).
+    temperature : float
+        0 for greedy, > 0 for sampling from ``softmax(logits / T)``.
+    mode : {"ul", "dl"}
+        Correction mode (only the bit accounting differs).
+    payload : Payload
+        Vocabulary size and bits per probability for the bit accounting.
+    """
+    if mode not in ("ul", "dl"):
+        raise ValidationError(f"mode must be 'ul' or 'dl', got {mode!r}")
+    if draft_length < 0 or max_new_tokens < 1 or not prompt_ids:
+        raise ValidationError("draft_length must be >= 0, max_new_tokens >= 1 and the prompt non-empty")
+    if temperature < 0:
+        raise ValidationError(f"temperature must be >= 0, got {temperature}")
+    greedy = temperature == 0
+    g = generator or torch.Generator().manual_seed(0)
+    T, D = CachedLM(target), CachedLM(draft)
+    seq = list(prompt_ids)
+    if len(seq) > 1:
+        T.feed(seq[:-1])
+        if draft_length > 0:
+            D.feed(seq[:-1])
+    records: list[RoundRecord] = []
+    n_new = 0
+    while n_new < max_new_tokens:
+        L = min(draft_length, max_new_tokens - n_new - 1)
+        t0 = time.perf_counter()
+        drafts, qs = [], []
+        if L > 0:
+            logits = D.catch_up(seq)
+            for i in range(L):
+                if greedy:
+                    x = int(torch.argmax(logits))
+                else:
+                    q = _probs(logits, temperature)
+                    x = _sample(q, g)
+                    qs.append(q)
+                drafts.append(x)
+                if i < L - 1:
+                    logits = D.feed([x])[-1]
+        t1 = time.perf_counter()
+        logits = T.feed(seq[len(T):] + drafts)[-(L + 1):]
+        accepted = 0
+        new: list[int] = []
+        for i, x in enumerate(drafts):
+            if greedy:
+                ok = x == int(torch.argmax(logits[i]))
+            else:
+                p = _probs(logits[i], temperature)
+                ratio = float(p[x] / qs[i][x])
+                ok = float(torch.rand((), generator=g, dtype=torch.float64)) < min(1.0, ratio)
+            if not ok:
+                break
+            accepted += 1
+            new.append(x)
+        j = accepted
+        if greedy:
+            new.append(int(torch.argmax(logits[j])))
+        else:
+            p = _probs(logits[j], temperature)
+            if j < L:  # residual max(0, p - q), renormalised
+                r = torch.clamp(p - qs[j], min=0.0)
+                s = float(r.sum())
+                new.append(_sample(r / s, g) if s > 0 else _sample(p, g))
+            else:
+                new.append(_sample(p, g))
+        t2 = time.perf_counter()
+        stop_at = next((k for k, x in enumerate(new) if x in stop_ids), None)
+        if stop_at is not None:
+            new = new[: stop_at + 1]
+        new = new[: max_new_tokens - n_new]
+        seq.extend(new)
+        n_new += len(new)
+        T.crop(len(seq) - 1)
+        D.crop(len(seq) - 1)
+        up, down = round_bits(mode, L, accepted, payload or Payload(2, "ids", 16, 1), greedy)
+        records.append(RoundRecord(L, accepted, len(new), up, down, mode, t1 - t0, t2 - t1))
+        if stop_at is not None:
+            break
+    return seq[len(prompt_ids):], records
+
+
+@torch.no_grad()
+def target_generate(target, prompt_ids: list[int], *, max_new_tokens: int, temperature: float = 0.0,
+                    generator: torch.Generator | None = None, stop_ids: tuple[int, ...] = (),
+                    return_logits: bool = False):
+    """Plain autoregressive decoding with a KV cache (the reference for losslessness).
+
+    With ``return_logits`` also returns the ``[n_new, V]`` next-token logits at every generated
+    position (what teacher-forced acceptance measurement needs; no extra target pass).
+    """
+    g = generator or torch.Generator().manual_seed(0)
+    T = CachedLM(target)
+    logits = T.feed(list(prompt_ids))[-1]
+    out, rows = [], []
+    for _ in range(max_new_tokens):
+        rows.append(logits)
+        x = int(torch.argmax(logits)) if temperature == 0 else _sample(_probs(logits, temperature), g)
+        out.append(x)
+        if x in stop_ids or len(out) == max_new_tokens:
+            break
+        logits = T.feed([x])[-1]
+    if return_logits:
+        return out, torch.stack(rows)
+    return out
+
+
+def records_to_dicts(records) -> list[dict]:
+    return [asdict(r) for r in records]
+
+
+def mean_tokens_per_round(records) -> float:
+    return sum(r.tokens for r in records) / max(len(records), 1)
+
+
+__all__ = ["CachedLM", "RoundRecord", "round_bits", "speculative_generate", "target_generate",
+           "records_to_dicts", "mean_tokens_per_round"]

@@ -1,0 +1,44 @@
+"""Prompt sets loaded from local files with ``datasets`` (no hub access).
+
+Spec-Bench (``data/spec_bench/question.jsonl``, provenance beside it): 480 prompts in 13
+categories and 6 task groups -- MT-Bench (8 categories x 10), translation, summarization, QA,
+math reasoning (GSM8K) and RAG (80 each). Only the first turn of each conversation is used.
+"""
+from __future__ import annotations
+
+from ..paths import DATA
+from ..scenario import ValidationError
+
+MT_BENCH = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
+TASKS = ("mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag")
+
+
+def task_of(category: str) -> str:
+    return "mt_bench" if category in MT_BENCH else category
+
+
+def load_spec_bench(task: str | None = None, n: int | None = None) -> list[dict]:
+    """Prompts ``{question_id, category, task, prompt}`` of one task group (or all), first n of each."""
+    from datasets import load_dataset
+
+    if task is not None and task not in TASKS:
+        raise ValidationError(f"task must be one of {TASKS}, got {task!r}")
+    ds = load_dataset("json", data_files=str(DATA / "spec_bench" / "question.jsonl"), split="train")
+    rows = [{"question_id": r["question_id"], "category": r["category"], "task": task_of(r["category"]),
+             "prompt": r["turns"][0]} for r in ds]
+    if task is not None:
+        rows = [r for r in rows if r["task"] == task]
+    return rows[:n] if n is not None else rows
+
+
+def encode(tokenizer, text: str, chat: bool, max_prompt_tokens: int = 384) -> list[int]:
+    """Token ids of a prompt: the chat template for instruction models, raw text otherwise (truncated from the left)."""
+    if chat:
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                            tokenize=True)
+        if hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+    else:
+        ids = tokenizer(text)["input_ids"]
+    ids = list(ids)
+    return ids[-max_prompt_tokens:]

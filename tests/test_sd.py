@@ -1,0 +1,138 @@
+"""Real speculative decoding: losslessness (greedy on real prompts, sampling on a toy pair),
+one target pass per round, teacher-forced acceptance vs the engine, bit accounting, CLI."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from spinlib.scenario import Payload
+from spinlib.sd.engine import round_bits, speculative_generate, target_generate
+from spinlib.sd.measure import prefix_profile, teacher_forced_beta
+from spinlib.sd.toy import BigramLM
+
+PAIR = "smollm2-rtn3g16"  # the lowest-alpha draft: most rejections, the strictest losslessness check
+
+
+@pytest.fixture(scope="module")
+def real_pair():
+    from spinlib.sd.models import load_pair
+    from spinlib.sd.prompts import encode, load_spec_bench
+
+    torch.manual_seed(0)
+    target, draft, tok = load_pair(PAIR)
+    prompts = [encode(tok, r["prompt"], chat=True) for t in ("qa", "math_reasoning", "translation")
+               for r in load_spec_bench(t, 1)]
+    return target, draft, tok, prompts
+
+
+def test_greedy_is_lossless_on_real_prompts(real_pair):
+    target, draft, tok, prompts = real_pair
+    stop = (tok.eos_token_id,)
+    for ids in prompts:
+        ref = target_generate(target, ids, max_new_tokens=24, stop_ids=stop)
+        for L in (1, 4, 7):
+            out, rounds = speculative_generate(target, draft, ids, max_new_tokens=24, draft_length=L, stop_ids=stop)
+            assert out == ref, (L, tok.decode(out), tok.decode(ref))
+            assert sum(r.tokens for r in rounds) == len(out)
+
+
+def test_one_target_pass_per_round(real_pair):
+    """KV caches are reused: a round costs exactly one target forward (plus the prefill)."""
+    target, draft, tok, prompts = real_pair
+    calls = []
+    handle = target.register_forward_hook(lambda m, i, o: calls.append(1))
+    try:
+        _, rounds = speculative_generate(target, draft, prompts[0], max_new_tokens=20, draft_length=4)
+    finally:
+        handle.remove()
+    assert len(calls) == len(rounds) + 1
+
+
+def _rounds_from_beta(beta, L, n):
+    """Greedy rounds implied by teacher-forced beta (1 = the draft agrees with the target's argmax)."""
+    pos, tokens = 0, []
+    while pos < n:
+        Lr = min(L, n - pos - 1)
+        a = 0
+        while a < Lr and beta[pos + a] == 1:
+            a += 1
+        tokens.append(min(a + 1, n - pos))
+        pos += a + 1
+    return tokens
+
+
+def test_teacher_forced_beta_predicts_the_greedy_engine_exactly(real_pair):
+    target, draft, tok, prompts = real_pair
+    for ids in prompts[:2]:
+        beta = teacher_forced_beta(target, draft, ids, max_new_tokens=20, temperature=0.0)
+        for L in (2, 5):
+            _, rounds = speculative_generate(target, draft, ids, max_new_tokens=20, draft_length=L)
+            assert [r.tokens for r in rounds] == _rounds_from_beta(beta, L, len(beta))
+
+
+def test_sampling_is_lossless_on_a_toy_pair():
+    """Chi-square of the first two sampled tokens against the target's exact law (level 0.001)."""
+    rng = np.random.default_rng(0)
+    V = 5
+    target = BigramLM.random(V, rng)
+    draft = BigramLM.random(V, rng)  # a poor draft: many rejections and residual samples
+    exact = target.two_token_law(0)
+    n = 4000
+    for L in (1, 3):
+        g = torch.Generator().manual_seed(L)
+        counts = np.zeros(V * V)
+        for _ in range(n):
+            out, _ = speculative_generate(target, draft, [0], max_new_tokens=2, draft_length=L, temperature=1.0,
+                                          generator=g)
+            counts[out[0] * V + out[1]] += 1
+        keep = exact * n >= 5
+        obs = np.append(counts[keep], counts[~keep].sum())
+        exp = np.append(exact[keep], exact[~keep].sum()) * n
+        assert chisquare(obs, exp).pvalue > 1e-3, (L, obs, exp)
+    # and the toy draft alone is measurably different (the test can fail)
+    g = torch.Generator().manual_seed(9)
+    counts = np.zeros(V * V)
+    for _ in range(n):
+        out = target_generate(draft, [0], max_new_tokens=2, temperature=1.0, generator=g)
+        counts[out[0] * V + out[1]] += 1
+    keep = exact * n >= 5
+    assert chisquare(np.append(counts[keep], counts[~keep].sum()),
+                     np.append(exact[keep], exact[~keep].sum()) * n).pvalue < 1e-6
+
+
+def test_round_bits():
+    p = Payload(49152, "full", 16)
+    assert round_bits("ul", 4, 2, p, greedy=True) == (4 * 16, 8 + 16)
+    assert round_bits("ul", 4, 2, p, greedy=False) == (4 * p.bits_per_token, 8 + 16)
+    assert round_bits("dl", 4, 2, p, greedy=False) == (4 * (16 + 16), 8 + 49152 * 16)  # rejection: p goes down
+    assert round_bits("dl", 4, 4, p, greedy=False) == (4 * (16 + 16), 8 + 16)  # all accepted: bonus id
+
+
+def test_prefix_profile():
+    b = [np.array([1.0, 0.5, 0.5, 1.0])]
+    np.testing.assert_allclose(prefix_profile(b, 2), [0.75, np.mean([0.5, 0.25, 0.5])])
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "spinlib", *args], capture_output=True, text=True)
+
+
+def test_cli_pairs_and_generate():
+    r = _cli("pairs", "--json")
+    rows = json.loads(r.stdout)
+    assert {"name", "draft", "target", "tokenizer_shared", "installed"} <= set(rows[0])
+    assert {row["target"] for row in rows} == {"smollm2-135m-instruct", "gemma-3-270m"}
+    r = _cli("generate", "--pair", PAIR, "--prompt", "The capital of France is", "--draft-length", "3",
+             "--max-new-tokens", "8", "--mode", "dl", "--temperature", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert len(out["token_ids"]) == 8 and isinstance(out["text"], str)
+    assert {"drafted", "accepted", "bits_up", "bits_down"} <= set(out["rounds"][0])
+    r = _cli("measure", "--pair", PAIR, "--task", "poetry")
+    assert r.returncode == 2 and "--task must be one of" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("generate", "--pair", "nope", "--prompt", "x")
+    assert r.returncode == 2 and "pair must be one of" in r.stderr
