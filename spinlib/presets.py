@@ -97,8 +97,16 @@ class Preset:
     shadowing_db: float = 8.0
     rate_model: str = "shannon"
     eta_dev: float = 0.5
+    # measured presets (issue 4): timings and acceptance from data/measurements instead of rooflines
+    server_t0_s: float | None = None
+    server_t1_s: float | None = None
+    draft_time_s: float | None = None  # measured draft time per token on the reference device
+    device_slowdown: tuple[float, float] = (1.0, 1.0)  # tau = draft_time_s * U(slowdown range)
+    alpha_choices: tuple[float, ...] | None = None  # measured alphas (pair x task); drawn per user
 
     def server(self) -> Server:
+        if self.server_t0_s is not None:
+            return Server(self.server_t0_s, self.server_t1_s or 0.0, name=f"{self.target} (measured)")
         return roofline_server(self.target, self.gpu)
 
     def draft_times(self) -> np.ndarray:
@@ -153,11 +161,52 @@ PRESETS: dict[str, Preset] = {
 }
 
 DEFAULT_PRESET = "llama2-7b-l4"
+MEASURED_PRESET = "smollm2-measured"
+
+
+def measured_preset(temperature: float = 1.0, measurements_dir=None) -> Preset:
+    """A preset built from the committed measurements of the SmolLM2 pairs (notebook 05).
+
+    Acceptance: each user draws one measured alpha (pair x Spec-Bench task, at ``temperature``).
+    Timings: the median measured draft time per token (devices 1-4x slower than this machine's
+    core, drawn per user) and the median fitted ``T_ver(N) = t0 + t1 N`` of the target on this CPU.
+    Radio and payload as in the Llama-2 preset, with SmolLM2's vocabulary (49,152).
+    """
+    import json
+    from pathlib import Path
+
+    from .paths import DATA
+
+    root = Path(measurements_dir or DATA / "measurements")
+    alphas, draft, t0, t1 = [], [], [], []
+    for f in sorted(root.glob("smollm2-*/*.summary.json")):
+        d = json.loads(f.read_text())
+        bt = d["by_temperature"].get(str(float(temperature)))
+        if bt is None:
+            continue
+        alphas.append(round(bt["alpha"], 4))
+        draft.append(d["timing"]["draft_s_per_token"])
+        t0.append(d["timing"]["verify_t0_s"])
+        t1.append(d["timing"]["verify_t1_s"])
+    if not alphas:
+        raise ValidationError(f"no measurements under {root}: run notebook 05 (or python -m spinlib measure)")
+    base = PRESETS["llama2-7b-l4"]
+    return dataclasses.replace(
+        base, name=MEASURED_PRESET,
+        description=f"SmolLM2-135M-Instruct target with its low-bit drafts, measured here ({len(alphas)} pair x task "
+                    f"summaries, T = {temperature:g}); timings of this CPU; 10 MHz uplink; top-128 (16-bit).",
+        sources=_CELL_SOURCES + ("acceptance and timings: data/measurements (our measurement, notebook 05)",),
+        target="smollm2-135m-instruct", draft="smollm2-135m-instruct@rtn", vocab_size=49_152,
+        alpha_range=(min(alphas), max(alphas)), server_t0_s=float(np.median(t0)),
+        server_t1_s=float(max(np.median(t1), 0.0)), draft_time_s=float(np.median(draft)),
+        device_slowdown=(1.0, 4.0), alpha_choices=tuple(alphas), chips=("measured",))
 
 
 def get_preset(name: str) -> Preset:
+    if name == MEASURED_PRESET:
+        return measured_preset()
     if name not in PRESETS:
-        raise ValidationError(f"preset must be one of {sorted(PRESETS)}, got {name!r}")
+        raise ValidationError(f"preset must be one of {sorted(PRESETS) + [MEASURED_PRESET]}, got {name!r}")
     return PRESETS[name]
 
 
@@ -215,7 +264,11 @@ def random_scenario(
     shadow = rng.normal(0.0, p.shadowing_db, K) if p.shadowing_db > 0 else np.zeros(K)
     gain = db_to_linear(-(path_loss_db(dist) + shadow))
     chip_idx = rng.integers(0, len(p.chips), K)
-    if draft_time_range is None:
+    if draft_time_range is None and p.draft_time_s is not None:
+        slow = rng.uniform(*p.device_slowdown, K)
+        tau = p.draft_time_s * slow
+        names = [f"measured x{f:.2f}" for f in slow]
+    elif draft_time_range is None:
         tau = p.draft_times()[chip_idx]
         names = [p.chips[i] for i in chip_idx]
     else:
@@ -224,7 +277,10 @@ def random_scenario(
             raise ValidationError(f"draft_time_range must satisfy 0 < low <= high, got {draft_time_range}")
         tau = rng.uniform(a, b, K)
         names = ["" for _ in range(K)]
-    alpha = rng.uniform(lo, hi, K)
+    if p.alpha_choices is not None and alpha_range is None:
+        alpha = rng.choice(np.asarray(p.alpha_choices), K)
+    else:
+        alpha = rng.uniform(lo, hi, K)
     power = float(dbm_to_w(p.tx_power_dbm))
     users = tuple(
         User(draft_time_s=float(tau[k]), alpha=float(alpha[k]), channel_gain=float(gain[k]),

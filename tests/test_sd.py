@@ -136,3 +136,35 @@ def test_cli_pairs_and_generate():
     assert r.returncode == 2 and "--task must be one of" in r.stderr and "Traceback" not in r.stderr
     r = _cli("generate", "--pair", "nope", "--prompt", "x")
     assert r.returncode == 2 and "pair must be one of" in r.stderr
+
+
+def test_measured_preset_uses_the_committed_measurements():
+    from spinlib import random_scenario
+    from spinlib.presets import MEASURED_PRESET, get_preset
+
+    p = get_preset(MEASURED_PRESET)
+    assert p.vocab_size == 49_152 and len(p.alpha_choices) >= 3
+    s = random_scenario(40, seed=1, preset=MEASURED_PRESET)
+    assert set(np.round(s.alpha, 4)) <= set(p.alpha_choices)
+    assert np.all((s.tau >= p.draft_time_s * 0.999) & (s.tau <= 4.001 * p.draft_time_s))
+    assert s.server.t0_s == p.server_t0_s and s.payload.vocab_size == 49_152
+
+
+def test_cross_tokenizer_greedy_is_lossless():
+    """SmolLM2 drafting for Gemma-3-270M across tokenizers: greedy output = Gemma's greedy output."""
+    from spinlib.sd.cross import cross_greedy_generate, intersection_beta, vocabulary_map
+    from spinlib.sd.models import is_installed, load_target
+
+    if not is_installed("gemma-3-270m"):
+        pytest.skip("gemma-3-270m not installed (the cross-tokenizer pair is optional; see run_all.sh)")
+    target, ttok = load_target("gemma-3-270m")
+    draft, dtok = load_target("smollm2-135m-instruct")
+    prompt = "Question: What is the boiling point of water at sea level?\n\nAnswer:"
+    ref = target_generate(target, list(ttok(prompt)["input_ids"]), max_new_tokens=16)
+    res = cross_greedy_generate(target, ttok, draft, dtok, prompt, max_new_tokens=16, draft_length=4)
+    assert res.token_ids == ref
+    assert res.target_calls <= len(ref)
+    d, t = vocabulary_map(dtok, ttok)
+    assert len(d) > 30_000 and len(set(t)) == len(t)
+    beta = intersection_beta(target, ttok, draft, dtok, prompt, max_new_tokens=8, vocab_map=(d, t))
+    assert beta.shape == (len(ref[:8]),) and np.all((beta >= 0) & (beta <= 1 + 1e-9))

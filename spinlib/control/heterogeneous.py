@@ -175,14 +175,21 @@ def sync_candidates(scenario: Scenario, table, L_max: int, rates, n_grid: int = 
     return L_sel, theta
 
 
+def _prepare(scenario: Scenario, L_max: int, rates: RateModel | None):
+    """Shared set-up of both solvers: checked L_max, rate model, tokens table, homogeneous optimum."""
+    check_int_range("L_max", L_max, 1, 64)
+    rates = rates or RateModel.of(scenario)
+    return rates, scenario.num_users, tokens_table(scenario, L_max), solve_homogeneous(scenario, L_max, rates)
+
+
+def _polish(polish: bool | None, K: int) -> bool:
+    return polish if polish is not None else K <= POLISH_MAX_USERS
+
+
 def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateModel | None = None,
                              polish: bool | None = None) -> Allocation:
     """Per-user draft lengths and bandwidth for one synchronous ragged batch (model A)."""
-    check_int_range("L_max", L_max, 1, 64)
-    rates = rates or RateModel.of(scenario)
-    K = scenario.num_users
-    table = tokens_table(scenario, L_max)
-    hom = solve_homogeneous(scenario, L_max, rates)
+    rates, K, table, hom = _prepare(scenario, L_max, rates)
     cands, lower = sync_candidates(scenario, table, L_max, rates)
     # exact evaluation of the few most promising candidates (by their grid lower bound)
     order = np.argsort(-lower)[:6]
@@ -193,7 +200,7 @@ def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateMod
         if G > best_G * (1 + 1e-12):
             best_L, best_G = L, float(G)
     sweeps = 0
-    if polish if polish is not None else K <= POLISH_MAX_USERS:
+    if _polish(polish, K):
         best_L, best_G, sweeps = local_search(
             lambda c: evaluate_sync_lengths(scenario, c, table, rates), best_L, best_G, L_max
         )
@@ -240,11 +247,7 @@ def async_lagrangian(scenario: Scenario, table, L_max: int, rates, iters: int = 
 def solve_heterogeneous_async(scenario: Scenario, L_max: int = 16, rates: RateModel | None = None,
                               polish: bool | None = None) -> Allocation:
     """Per-user draft lengths and bandwidth for asynchronous per-user rounds (model B)."""
-    check_int_range("L_max", L_max, 1, 64)
-    rates = rates or RateModel.of(scenario)
-    K = scenario.num_users
-    table = tokens_table(scenario, L_max)
-    hom = solve_homogeneous(scenario, L_max, rates)
+    rates, K, table, hom = _prepare(scenario, L_max, rates)
     L_feas, L_over = async_lagrangian(scenario, table, L_max, rates)
     # the multiplier brackets the budget: the under- and over-budget choices, and every
     # mixture switching one user between them, are the natural candidates
@@ -255,7 +258,7 @@ def solve_heterogeneous_async(scenario: Scenario, L_max: int = 16, rates: RateMo
     i = int(np.argmax(G))
     best_L, best_G = pool[i], float(G[i])
     sweeps = 0
-    if polish if polish is not None else K <= POLISH_MAX_USERS:
+    if _polish(polish, K):
         best_L, best_G, sweeps = local_search(
             lambda c: evaluate_async_lengths(scenario, c, table, rates), best_L, best_G, L_max
         )

