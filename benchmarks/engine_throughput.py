@@ -4,8 +4,8 @@
 
 Same pair, same prompts (Spec-Bench, one per task), greedy, draft length L = 4 for both engines
 (HF: ``num_assistant_tokens=4``, constant schedule, confidence threshold 0 so that it always
-drafts 4). Each configuration runs once per prompt after a warm-up; outputs are checked to be
-identical to plain greedy decoding. Also times teacher-forced acceptance measurement against a
+drafts 4). Each configuration runs once per prompt after a warm-up; outputs (up to the end-of-sequence
+token) are checked to be identical to plain greedy decoding. Also times teacher-forced acceptance measurement against a
 plain target decode of the same length (it should cost one decode plus one draft pass).
 Writes results/benchmarks/engine_throughput.json.
 """
@@ -33,28 +33,31 @@ def main(pair: str, n_prompts: int, max_new: int, L: int = 4) -> dict:
     draft.generation_config.num_assistant_tokens_schedule = "constant"
     draft.generation_config.assistant_confidence_threshold = 0.0
     prompts = [encode(tok, load_spec_bench(t, 1)[0]["prompt"], chat=True) for t in TASKS][:n_prompts]
-    # no EOS stop, so that every run produces exactly max_new tokens
+    # outputs are compared up to the end-of-sequence token (HF stops there; ours is told to)
     runs = {"plain_ours": [], "plain_hf": [], "speculative_ours": [], "assisted_hf": [], "teacher_forced": []}
     identical = True
+    n_tokens = []
     target_generate(target, prompts[0], max_new_tokens=8)  # warm-up
     for ids in prompts:
         x = torch.tensor([ids])
         attn = torch.ones_like(x)
-        t = time.perf_counter(); ref = target_generate(target, ids, max_new_tokens=max_new)
+        stop = (tok.eos_token_id,)
+        t = time.perf_counter(); ref = target_generate(target, ids, max_new_tokens=max_new, stop_ids=stop)
         runs["plain_ours"].append(time.perf_counter() - t)
         t = time.perf_counter()
-        hf = target.generate(x, attention_mask=attn, do_sample=False, max_new_tokens=max_new, min_new_tokens=max_new)
+        hf = target.generate(x, attention_mask=attn, do_sample=False, max_new_tokens=max_new)
         runs["plain_hf"].append(time.perf_counter() - t)
-        t = time.perf_counter(); ours, _ = speculative_generate(target, draft, ids, max_new_tokens=max_new, draft_length=L)
+        t = time.perf_counter()
+        ours, _ = speculative_generate(target, draft, ids, max_new_tokens=max_new, draft_length=L, stop_ids=stop)
         runs["speculative_ours"].append(time.perf_counter() - t)
         t = time.perf_counter()
-        ast = target.generate(x, attention_mask=attn, assistant_model=draft, do_sample=False, max_new_tokens=max_new,
-                              min_new_tokens=max_new)
+        ast = target.generate(x, attention_mask=attn, assistant_model=draft, do_sample=False, max_new_tokens=max_new)
         runs["assisted_hf"].append(time.perf_counter() - t)
-        t = time.perf_counter(); teacher_forced_beta(target, draft, ids, max_new_tokens=max_new, temperature=1.0)
+        t = time.perf_counter(); teacher_forced_beta(target, draft, ids, max_new_tokens=max_new, temperature=1.0, stop_ids=stop)
         runs["teacher_forced"].append(time.perf_counter() - t)
         identical &= ours == ref == hf[0, len(ids):].tolist() == ast[0, len(ids):].tolist()
-    tokens = max_new * len(prompts)
+        n_tokens.append(len(ref))
+    tokens = sum(n_tokens)
     out = {"pair": pair, "L": L, "prompts": len(prompts), "max_new_tokens": max_new, "threads": torch.get_num_threads(),
            "machine": platform.processor() or platform.machine(), "outputs_identical": bool(identical),
            "tokens_per_s": {k: tokens / sum(v) for k, v in runs.items() if k != "teacher_forced"},

@@ -160,7 +160,7 @@ def test_cross_tokenizer_greedy_is_lossless():
     target, ttok = load_target("gemma-3-270m")
     draft, dtok = load_target("smollm2-135m-instruct")
     prompt = "Question: What is the boiling point of water at sea level?\n\nAnswer:"
-    ref = target_generate(target, list(ttok(prompt)["input_ids"]), max_new_tokens=16)
+    ref = target_generate(target, list(ttok(prompt)["input_ids"]), max_new_tokens=16, stop_ids=(ttok.eos_token_id,))
     res = cross_greedy_generate(target, ttok, draft, dtok, prompt, max_new_tokens=16, draft_length=4)
     assert res.token_ids == ref
     assert res.target_calls <= len(ref)

@@ -85,13 +85,13 @@ def cross_greedy_generate(target, target_tok, draft, draft_tok, prompt: str, *, 
         d_ctx = _ids(draft_tok, text, False)
         d_new: list[int] = []
         D = CachedLM(draft)
-        logits = D.feed(d_ctx)[-1]
+        logits = D.feed(d_ctx, keep=1)[-1]
         for _ in range(draft_length):
             x = int(torch.argmax(logits))
             d_new.append(x)
-            logits = D.feed([x])[-1]
+            logits = D.feed([x], keep=1)[-1]
         cand = _ids(target_tok, draft_tok.decode(d_new), False)[: max(max_new_tokens - len(gen) - 1, 0)]
-        out = T.feed(seq[len(T):] + cand)[-(len(cand) + 1):]
+        out = T.feed(seq[len(T):] + cand, keep=len(cand) + 1)
         calls += 1
         a = 0
         while a < len(cand) and cand[a] == int(torch.argmax(out[a])):
@@ -116,12 +116,13 @@ def intersection_beta(target, target_tok, draft, draft_tok, prompt: str, *, max_
 
     d_map, t_map = vocab_map if vocab_map is not None else vocabulary_map(draft_tok, target_tok)
     prompt_ids = _ids(target_tok, prompt, True)
-    gen, p_logits = target_generate(target, prompt_ids, max_new_tokens=max_new_tokens, return_logits=True)
+    gen, p_logits = target_generate(target, prompt_ids, max_new_tokens=max_new_tokens, return_logits=True,
+                                    stop_ids=(target_tok.eos_token_id,))
     p = torch.softmax(p_logits, -1).numpy()
     betas = []
     for t in range(len(gen)):
         text = prompt + target_tok.decode(gen[:t])
-        q_logits = CachedLM(draft).feed(_ids(draft_tok, text, False))[-1]
+        q_logits = CachedLM(draft).feed(_ids(draft_tok, text, False), keep=1)[-1]
         q = torch.softmax(q_logits, -1).numpy()
         betas.append(float(np.minimum(p[t, t_map], q[d_map]).sum()))
     return np.array(betas)

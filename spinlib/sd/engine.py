@@ -49,21 +49,26 @@ class CachedLM:
         return len(self.ids)
 
     @torch.no_grad()
-    def feed(self, tokens: list[int]) -> torch.Tensor:
-        """Append ``tokens``; return their next-token logits ``[len(tokens), V]`` (float64)."""
+    def feed(self, tokens: list[int], keep: int | None = None) -> torch.Tensor:
+        """Append ``tokens``; return the next-token logits of the last ``keep`` of them (all if None).
+
+        Shape ``[keep, V]``, the model's dtype (float32; probabilities are formed in float64). ``keep`` spares the output-head product over a long prefill
+        (``logits_to_keep`` of Hugging Face models): 2.8 GFLOP per 100 prompt tokens for V = 49,152.
+        """
         if not tokens:
             raise ValueError("feed needs at least one token")
+        n = len(tokens) if keep is None else min(keep, len(tokens))
         if self.hf:
             from transformers import DynamicCache
 
             if self.cache is None:
                 self.cache = DynamicCache(config=self.model.config)
-            out = self.model(input_ids=torch.tensor([tokens]), cache=self.cache, use_cache=True)
-            logits = out.logits[0]
+            out = self.model(input_ids=torch.tensor([tokens]), cache=self.cache, use_cache=True, logits_to_keep=n)
+            logits = out.logits[0, -n:]
         else:
-            logits = self.model(torch.tensor([self.ids + tokens]))[0, len(self.ids):]
+            logits = self.model(torch.tensor([self.ids + tokens]))[0, len(self.ids):][-n:]
         self.ids.extend(tokens)
-        return logits.double()
+        return logits
 
     def crop(self, n: int) -> None:
         """Keep the first ``n`` cached positions."""
@@ -75,11 +80,11 @@ class CachedLM:
     def catch_up(self, seq: list[int]) -> torch.Tensor:
         """Feed the tokens of ``seq`` missing from the cache; return the last position's logits."""
         assert seq[: len(self.ids)] == self.ids, "cache diverged from the committed sequence"
-        return self.feed(seq[len(self.ids):])[-1]
+        return self.feed(seq[len(self.ids):], keep=1)[-1]
 
 
 def _probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    return torch.softmax(logits / temperature, dim=-1)
+    return torch.softmax(logits.double() / temperature, dim=-1)
 
 
 def _sample(p: torch.Tensor, g: torch.Generator) -> int:
@@ -145,9 +150,9 @@ def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens
     T, D = CachedLM(target), CachedLM(draft)
     seq = list(prompt_ids)
     if len(seq) > 1:
-        T.feed(seq[:-1])
+        T.feed(seq[:-1], keep=1)
         if draft_length > 0:
-            D.feed(seq[:-1])
+            D.feed(seq[:-1], keep=1)
     records: list[RoundRecord] = []
     n_new = 0
     while n_new < max_new_tokens:
@@ -165,9 +170,9 @@ def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens
                     qs.append(q)
                 drafts.append(x)
                 if i < L - 1:
-                    logits = D.feed([x])[-1]
+                    logits = D.feed([x], keep=1)[-1]
         t1 = time.perf_counter()
-        logits = T.feed(seq[len(T):] + drafts)[-(L + 1):]
+        logits = T.feed(seq[len(T):] + drafts, keep=L + 1)
         accepted = 0
         new: list[int] = []
         for i, x in enumerate(drafts):
@@ -219,7 +224,7 @@ def target_generate(target, prompt_ids: list[int], *, max_new_tokens: int, tempe
     """
     g = generator or torch.Generator().manual_seed(0)
     T = CachedLM(target)
-    logits = T.feed(list(prompt_ids))[-1]
+    logits = T.feed(list(prompt_ids), keep=1)[-1]
     out, rows = [], []
     for _ in range(max_new_tokens):
         rows.append(logits)
@@ -227,7 +232,7 @@ def target_generate(target, prompt_ids: list[int], *, max_new_tokens: int, tempe
         out.append(x)
         if x in stop_ids or len(out) == max_new_tokens:
             break
-        logits = T.feed([x])[-1]
+        logits = T.feed([x], keep=1)[-1]
     if return_logits:
         return out, torch.stack(rows)
     return out

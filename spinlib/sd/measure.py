@@ -31,11 +31,11 @@ def teacher_forced_beta(target, draft, prompt_ids: list[int], *, max_new_tokens:
     gen, p_logits = target_generate(target, prompt_ids, max_new_tokens=max_new_tokens, temperature=temperature,
                                     generator=generator, stop_ids=stop_ids, return_logits=True)
     full = list(prompt_ids) + gen
-    q_logits = CachedLM(draft).feed(full[:-1])[len(prompt_ids) - 1:]
+    q_logits = CachedLM(draft).feed(full[:-1], keep=len(gen))
     if temperature == 0:
         return (p_logits.argmax(-1) == q_logits.argmax(-1)).double().numpy()
-    p = torch.softmax(p_logits / temperature, -1)
-    q = torch.softmax(q_logits / temperature, -1)
+    p = torch.softmax(p_logits.double() / temperature, -1)
+    q = torch.softmax(q_logits.double() / temperature, -1)
     return torch.minimum(p, q).sum(-1).clamp(0, 1).numpy()
 
 
@@ -75,12 +75,12 @@ def bootstrap_alpha(betas: list[np.ndarray], seed: int = 0, confidence: float = 
 def time_draft(draft, prompt_ids: list[int], n_tokens: int = 16, warmup: int = 3) -> float:
     """Seconds per drafted token: cached single-token forwards after a prefill (warm-up excluded)."""
     lm = CachedLM(draft)
-    logits = lm.feed(list(prompt_ids))[-1]
+    logits = lm.feed(list(prompt_ids), keep=1)[-1]
     for _ in range(warmup):
-        logits = lm.feed([int(torch.argmax(logits))])[-1]
+        logits = lm.feed([int(torch.argmax(logits))], keep=1)[-1]
     t = time.perf_counter()
     for _ in range(n_tokens):
-        logits = lm.feed([int(torch.argmax(logits))])[-1]
+        logits = lm.feed([int(torch.argmax(logits))], keep=1)[-1]
     return (time.perf_counter() - t) / n_tokens
 
 
@@ -88,7 +88,7 @@ def time_draft(draft, prompt_ids: list[int], n_tokens: int = 16, warmup: int = 3
 def time_verification(target, prompt_ids: list[int], sizes=(1, 2, 4, 8, 16), repeats: int = 3):
     """Seconds of one cached target pass over N positions, for each N; returns (sizes, seconds, t0, t1)."""
     lm = CachedLM(target)
-    lm.feed(list(prompt_ids))
+    lm.feed(list(prompt_ids), keep=1)
     base = len(lm)
     secs = []
     filler = int(prompt_ids[-1])
