@@ -51,7 +51,8 @@ def save_figure(fig, name: str, directory: Path | None = None) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / f"{name}.{ext}" for ext in ("pdf", "png")]
     for p in paths:
-        fig.savefig(p)
+        # no creation date in the PDF: the same run gives the same bytes
+        fig.savefig(p, metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
     return paths
 
 
