@@ -177,7 +177,6 @@ def quantize_rtn_(model, bits: int, group_size: int = 32) -> None:
 
 def load_pair(name: str):
     """``(target, draft, tokenizer)`` of a registered pair; the draft is cached as safetensors."""
-    import torch
     from safetensors.torch import load_file, save_file
 
     pair = get_pair(name)
@@ -198,6 +197,5 @@ def load_pair(name: str):
         save_file(state, str(tmp))
         os.replace(tmp, path)
     draft.eval()
-    torch.set_grad_enabled(False)
     _LOADED[key] = draft
     return target, draft, tok
