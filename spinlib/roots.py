@@ -1,63 +1,12 @@
 """Vectorised root finding for monotone functions (many independent 1-D problems at once).
 
 ``scipy.optimize.brentq`` solves one scalar problem; the solvers here need thousands at once
-(one per candidate draft-length vector, one per user). :func:`illinois_decreasing` is the
-Illinois variant of regula falsi (superlinear, order ~1.44) safeguarded by bisection, applied
-elementwise to a batch.
+(one per candidate draft-length vector, one per user). :func:`newton_decreasing` is Newton's
+method safeguarded by bisection, applied elementwise to a batch.
 """
 from __future__ import annotations
 
 import numpy as np
-
-
-def illinois_decreasing(f, lo, hi, *, rtol: float = 1e-13, max_iter: int = 200):
-    """Bracket the root of each decreasing ``f`` in ``[lo, hi]`` to relative width ``rtol``.
-
-    Parameters
-    ----------
-    f : callable
-        ``f(x) -> array`` with ``x`` of the batch shape; decreasing in x, ``f(lo) >= 0 >= f(hi)``
-        (``+inf`` at ``lo`` is allowed).
-    lo, hi : ndarray
-        Brackets, same shape.
-
-    Returns
-    -------
-    lo, hi : ndarray
-        Final brackets; ``f(hi) <= 0`` always holds (the feasible side for budget equations).
-    """
-    lo = np.array(lo, dtype=float, copy=True)
-    hi = np.array(hi, dtype=float, copy=True)
-    f_lo = np.asarray(f(lo), dtype=float).copy()
-    f_hi = np.asarray(f(hi), dtype=float).copy()
-    side = np.zeros(lo.shape, dtype=int)  # which end was retained last time (Illinois)
-    for _ in range(max_iter):
-        done = (hi - lo <= rtol * np.abs(hi)) | (f_hi == 0)
-        if np.all(done):
-            break
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            x = hi - f_hi * (hi - lo) / (f_hi - f_lo)
-        mid = 0.5 * (lo + hi)
-        bad = ~np.isfinite(x) | (x <= lo) | (x >= hi)
-        # regula falsi points too close to an end make slow progress: nudge them inward
-        x = np.where(bad, mid, x)
-        eps = 1e-3 * (hi - lo)
-        x = np.clip(x, lo + eps, hi - eps)
-        x = np.where(done, hi, x)
-        fx = np.asarray(f(x), dtype=float)
-        pos = fx > 0
-        # Illinois: halve the function value of the end that stays twice in a row
-        keep_hi = pos & (side == 1)
-        keep_lo = ~pos & (side == -1)
-        f_hi = np.where(keep_hi, 0.5 * f_hi, f_hi)
-        f_lo = np.where(keep_lo, 0.5 * f_lo, f_lo)
-        upd = ~done
-        lo = np.where(upd & pos, x, lo)
-        f_lo = np.where(upd & pos, fx, f_lo)
-        hi = np.where(upd & ~pos, x, hi)
-        f_hi = np.where(upd & ~pos, fx, f_hi)
-        side = np.where(upd, np.where(pos, 1, -1), side)
-    return lo, hi
 
 
 def newton_decreasing(fdf, lo, hi, x0=None, *, tol: float = 1e-13, f_tol: float = 1e-10, max_iter: int = 60,

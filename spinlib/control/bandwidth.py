@@ -24,7 +24,7 @@ import numpy as np
 
 from ..channel import RateModel
 from ..rounds import async_round_time, sync_round_time
-from ..roots import illinois_decreasing, newton_decreasing
+from ..roots import newton_decreasing
 from ..scenario import Scenario, ValidationError
 
 

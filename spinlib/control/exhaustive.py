@@ -37,9 +37,9 @@ def solve_exhaustive(scenario: Scenario, L_max: int = 8, round_model: str = "syn
         )
     rates = rates or RateModel.of(scenario)
     table = tokens_table(scenario, L_max)
-    evaluate = evaluate_sync_lengths if round_model == "sync" else evaluate_async_lengths
     if round_model not in ("sync", "async"):
         raise ValidationError(f"round_model must be 'sync' or 'async', got {round_model!r}")
+    evaluate = evaluate_sync_lengths if round_model == "sync" else evaluate_async_lengths
     Ls = all_length_vectors(K, L_max)
     best_G, best_L, best_b = -np.inf, None, None
     for start in range(0, n, _CHUNK):

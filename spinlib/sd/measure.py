@@ -128,6 +128,7 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     import transformers
     from tqdm import tqdm
 
+    from ..acceptance import iid_profile
     from ..cache import atomic_write_text
     from ..paths import DATA
     from ..scenario import Payload
@@ -198,7 +199,7 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
             eng[str(L)] = float(np.mean(v)) if v else None
         summary["by_temperature"][str(T)] = {
             "alpha": alpha, "alpha_ci95": [lo, hi], "positions": int(sum(len(b) for b in betas)),
-            "prefix_profile": prof.tolist(), "iid_profile": (alpha ** np.arange(1, L_max + 1)).tolist(),
+            "prefix_profile": prof.tolist(), "iid_profile": iid_profile(alpha, L_max).tolist(),
             "tokens_per_round_teacher_forced": {str(L): float(1 + prof[:L].sum()) for L in L_values},
             "tokens_per_round_engine": eng,
         }
