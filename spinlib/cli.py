@@ -55,13 +55,20 @@ def cmd_evaluate(args) -> int:
     out = {"goodput_tokens_per_s": ev.goodput_tokens_per_s, "round_model": ev.round_model,
            "draft_lengths": list(alloc.draft_lengths), "bandwidth_hz": list(alloc.bandwidth_hz),
            **{k: v for k, v in ev.to_dict().items() if k not in ("goodput_tokens_per_s", "round_model")}}
+    if alloc.modes is not None:
+        out["dl_power_w"] = list(alloc.dl_power_w)
+    else:  # paper-1 allocations: no mode fields
+        out.pop("downlink_time_s", None)
+        out.pop("modes", None)
     if args.json:
         _print_json(out)
     else:
         print(f"goodput {ev.goodput_tokens_per_s:.3f} token/s ({ev.round_model} rounds, "
               f"server utilisation {ev.server_utilisation:.2f})")
         for k in range(scenario.num_users):
-            print(f"  user {k}: L={alloc.draft_lengths[k]} b={alloc.bandwidth_hz[k] / 1e6:.4f} MHz "
+            mode = "" if alloc.modes is None else (
+                f"{alloc.modes[k]} p={alloc.dl_power_w[k]:.3f} W dl={ev.downlink_time_s[k] * 1e3:.2f} ms ")
+            print(f"  user {k}: {mode}L={alloc.draft_lengths[k]} b={alloc.bandwidth_hz[k] / 1e6:.4f} MHz "
                   f"draft={ev.draft_time_s[k] * 1e3:.2f} ms uplink={ev.uplink_time_s[k] * 1e3:.2f} ms "
                   f"goodput={ev.user_goodput[k]:.2f} token/s")
     return 0

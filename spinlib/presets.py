@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .channel import db_to_linear, dbm_to_w, path_loss_db
-from .scenario import Payload, Radio, Scenario, Server, User, ValidationError, check_int_range
+from .scenario import Downlink, Payload, Radio, Scenario, Server, User, ValidationError, check_int_range
 
 # --------------------------------------------------------------------------------------------
 # Hardware tables (spec sheets)
@@ -223,6 +223,7 @@ def random_scenario(
     payload: Payload | None = None,
     access_latency_s: float | None = None,
     rate_model: str | None = None,
+    downlink: Downlink | None = None,
 ) -> Scenario:
     """Drop ``num_users`` users uniformly in the cell of ``preset`` and draw their devices.
 
@@ -303,4 +304,5 @@ def random_scenario(
         name=p.name,
         meta={"preset": p.name, "seed": seed if isinstance(seed, int) else None,
               "distance_m": dist.round(3).tolist()},
+        downlink=downlink or Downlink(),
     )

@@ -56,6 +56,11 @@ class Allocation:
         Goodput the policy predicts (filled by the solvers; :func:`evaluate` recomputes it).
     info : dict
         Solver diagnostics (iterations, bounds, timings).
+    modes : tuple of {"UL", "DL"}, optional
+        Communication mode of each device (paper 2, :mod:`spinlib.uldl`); ``None`` for the
+        paper-1 allocations, where every device uploads the scenario's payload.
+    dl_power_w : tuple of float, optional
+        Base-station power [W] per device (0 for UL-mode devices); required with ``modes``.
     """
 
     draft_lengths: tuple[int, ...]
@@ -64,6 +69,8 @@ class Allocation:
     policy: str = ""
     goodput_tokens_per_s: float | None = None
     info: dict = field(default_factory=dict, compare=False, hash=False)
+    modes: tuple[str, ...] | None = None
+    dl_power_w: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.round_model not in ROUND_MODELS:
@@ -90,6 +97,22 @@ class Allocation:
             )
         object.__setattr__(self, "draft_lengths", tuple(int(x) for x in L))
         object.__setattr__(self, "bandwidth_hz", tuple(float(x) for x in b))
+        if (self.modes is None) != (self.dl_power_w is None):
+            raise ValidationError("modes and dl_power_w must be given together (UL/DL allocation)")
+        if self.modes is not None:
+            from .uldl import parse_modes
+
+            parse_modes(self.modes, len(L))
+            object.__setattr__(self, "modes", tuple(self.modes))
+            p = tuple(self.dl_power_w)
+            if len(p) != len(L):
+                raise ValidationError(f"dl_power_w has {len(p)} entries, draft_lengths has {len(L)}")
+            for i, x in enumerate(p):
+                if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not math.isfinite(x) or x < 0:
+                    raise ValidationError(f"dl_power_w[{i}] must be a finite number >= 0, got {x!r}")
+            object.__setattr__(self, "dl_power_w", tuple(float(x) for x in p))
+            if self.round_model != "sync":
+                raise ValidationError("UL/DL allocations use the synchronous round: round_model must be 'sync'")
 
     @property
     def L(self) -> np.ndarray:
@@ -160,6 +183,8 @@ class Evaluation:
     round_time_s: np.ndarray  # [K] sync: T for everyone; async: T_k
     server_utilisation: float
     capacity_limited_goodput: float  # G / max(1, rho): every round stretched when the server is overloaded
+    downlink_time_s: np.ndarray | None = None  # [K] UL/DL only: c_k + d_k / r_k(p_k) (0 for UL devices)
+    modes: tuple[str, ...] | None = None
 
     def to_dict(self) -> dict:
         return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in dataclasses.asdict(self).items()}
@@ -180,6 +205,15 @@ def check_allocation(scenario: Scenario, alloc: Allocation) -> None:
         raise ValidationError(
             f"bandwidth_hz[{k}] is 0 but user {k} drafts {alloc.draft_lengths[k]} tokens (needs b > 0)"
         )
+    if alloc.modes is not None:
+        P = scenario.downlink.power_w
+        p = np.array(alloc.dl_power_w)
+        if p.sum() > P * (1 + 1e-9):
+            raise ValidationError(f"dl_power_w sums to {p.sum():.6g} W, above the budget P_BS = {P:.6g} W")
+        dl_drafting = np.flatnonzero((np.array(alloc.modes) == "DL") & (alloc.L > 0) & (p <= 0))
+        if dl_drafting.size:
+            k = int(dl_drafting[0])
+            raise ValidationError(f"dl_power_w[{k}] is 0 but user {k} is in DL mode and drafts (needs p > 0)")
 
 
 def uplink_time(scenario: Scenario, L, b, rates: RateModel | None = None) -> np.ndarray:
@@ -220,6 +254,10 @@ def evaluate(scenario: Scenario, alloc: Allocation, round_model: str | None = No
     model = round_model or alloc.round_model
     if model not in ROUND_MODELS:
         raise ValidationError(f"round_model must be one of {ROUND_MODELS}, got {model!r}")
+    if alloc.modes is not None:
+        if model != "sync":
+            raise ValidationError("UL/DL allocations use the synchronous round: round_model must be 'sync'")
+        return _evaluate_uldl(scenario, alloc)
     L, b = alloc.L, alloc.b
     N = tokens_table(scenario, int(L.max()))[np.arange(scenario.num_users), L]
     t_draft = L * scenario.tau
@@ -252,6 +290,37 @@ def evaluate(scenario: Scenario, alloc: Allocation, round_model: str | None = No
         round_time_s=Tk,
         server_utilisation=util,
         capacity_limited_goodput=G / max(1.0, util),
+    )
+
+
+def _evaluate_uldl(scenario: Scenario, alloc: Allocation) -> Evaluation:
+    """Synchronous round with UL/DL modes (:mod:`spinlib.uldl`) for the given b and p."""
+    from .uldl import accept_all_table, downlink_finish_times, mode_payload, parse_modes
+
+    L, b = alloc.L, alloc.b
+    K = scenario.num_users
+    ul = parse_modes(alloc.modes, K)
+    table = tokens_table(scenario, int(L.max()))
+    pi = accept_all_table(table)
+    N = table[np.arange(K), L]
+    S, _, _ = mode_payload(scenario, L, ul, pi)
+    R = RateModel.of(scenario).rate(b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_up = np.where(L > 0, L * S / R, 0.0)
+    t_draft = L * scenario.tau
+    t_dl = downlink_finish_times(scenario, L, ul, np.array(alloc.dl_power_w), pi)
+    D = float(np.max(t_draft + t_up))
+    E = float(np.max(t_dl))
+    t_ver = float(scenario.server.verification_time(L.sum() + K))
+    T = D + t_ver + E + fixed_round_overhead(scenario)
+    Tk = np.full(K, T)
+    G = float(N.sum() / T)
+    return Evaluation(
+        round_model="sync", goodput_tokens_per_s=G, user_goodput=N / Tk, expected_tokens=N,
+        draft_time_s=t_draft, uplink_time_s=t_up, verification_time_s=np.full(K, t_ver),
+        feedback_time_s=scenario.feedback_time_s, access_latency_s=scenario.radio.access_latency_s,
+        round_time_s=Tk, server_utilisation=t_ver / T, capacity_limited_goodput=G,
+        downlink_time_s=t_dl, modes=tuple(alloc.modes),
     )
 
 

@@ -19,6 +19,7 @@ symbol             meaning                                                 unit
 ``t0, t1``         verification time ``T_ver(N) = t0 + t1 N``               s, s/token
 ``T_acc``          per-round access latency (grant, core network)          s
 ``T_fb``           feedback (accepted count + token id) download time      s
+``P_BS, W``        downlink power and bandwidth (UL/DL mode selection)     W, Hz
 =================  ======================================================  ==========
 """
 from __future__ import annotations
@@ -196,6 +197,47 @@ class Server:
         return self.t0_s + self.t1_s_per_token * np.asarray(n_positions, dtype=float)
 
 
+@dataclass(frozen=True)
+class Downlink:
+    """The shared downlink that carries target distributions to DL-mode devices (paper 2).
+
+    DL-mode devices split the band ``W`` equally and the base-station power ``P_BS`` as the
+    optimiser decides; the downlink gain equals the uplink gain ``g_k`` (reciprocity) and the
+    noise PSD is the radio's ``N0``. Rate of DL user k: ``r_k = w log2(1 + p_k g_k / (N0 w))``,
+    ``w = W / n_DL``.
+
+    Parameters
+    ----------
+    power_w : float
+        ``P_BS`` [W] (> 0), base-station transmit power shared by the DL-mode devices.
+    bandwidth_hz : float
+        ``W`` [Hz] (> 0), downlink band for the target distributions.
+    correction_time_s : float
+        [s] (>= 0), time a device needs to sample one correction from ``norm(max(0, p - q))``
+        (an O(V) pass over the vocabulary on the device).
+    variant : {"reject", "all"}
+        ``"reject"`` (default, DSSD-like): the device uploads ids + ``q(x_i)`` scalars, the server
+        runs the accept test and sends ``p`` at the first rejected position only.
+        ``"all"``: the device uploads ids only and the server sends all ``L + 1`` target
+        distributions; the device runs the test itself.
+    """
+
+    power_w: float = 10.0  # 40 dBm, small-cell / edge base station
+    bandwidth_hz: float = 20e6
+    correction_time_s: float = 0.5e-3
+    variant: str = "reject"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "power_w", check_positive("power_w", self.power_w))
+        object.__setattr__(self, "bandwidth_hz", check_positive("bandwidth_hz", self.bandwidth_hz))
+        object.__setattr__(
+            self, "correction_time_s", check_nonnegative("correction_time_s", self.correction_time_s)
+        )
+        if self.variant not in DL_VARIANTS:
+            raise ValidationError(f"variant must be one of {DL_VARIANTS}, got {self.variant!r}")
+
+
+DL_VARIANTS = ("reject", "all")
 PAYLOAD_MODES = ("ids", "full", "topk")
 
 
@@ -245,6 +287,19 @@ class Payload:
         return float(self.id_bits + self.top_k * (self.id_bits + self.bits_per_prob))
 
     @property
+    def distribution_bits(self) -> float:
+        """Bits of one probability distribution: ``V Q`` (full), ``k (ceil(log2 V) + Q)`` (topk).
+
+        Raises for ``ids``: greedy verification sends no distributions, so there is no UL/DL choice.
+        """
+        if self.mode == "full":
+            return float(self.vocab_size * self.bits_per_prob)
+        if self.mode == "topk":
+            return float(self.top_k * (self.id_bits + self.bits_per_prob))
+        raise ValidationError("payload.mode 'ids' sends no distributions; UL/DL mode selection needs "
+                              "payload.mode 'full' or 'topk'")
+
+    @property
     def feedback_bits(self) -> float:
         """Downlink bits per round: accepted count (8 bits) + one token id."""
         return float(8 + self.id_bits)
@@ -264,6 +319,7 @@ class Scenario:
     payload: Payload
     name: str = ""
     meta: dict = field(default_factory=dict, compare=False, hash=False)
+    downlink: Downlink = field(default_factory=Downlink)
 
     def __post_init__(self) -> None:
         users = tuple(self.users)
@@ -273,7 +329,7 @@ class Scenario:
             if not isinstance(u, User):
                 raise ValidationError(f"users[{i}] must be a User, got {type(u).__name__}")
         object.__setattr__(self, "users", users)
-        for fname, cls in (("radio", Radio), ("server", Server), ("payload", Payload)):
+        for fname, cls in (("radio", Radio), ("server", Server), ("payload", Payload), ("downlink", Downlink)):
             if not isinstance(getattr(self, fname), cls):
                 raise ValidationError(f"{fname} must be a {cls.__name__}")
 
@@ -313,7 +369,7 @@ class Scenario:
         return self.payload.feedback_bits / self.radio.downlink_rate_bps
 
     def replace(self, **changes) -> "Scenario":
-        """A copy with some fields changed (``radio=``, ``server=``, ``payload=``, ``users=``)."""
+        """A copy with some fields changed (``radio=``, ``server=``, ``payload=``, ``users=``, ``downlink=``)."""
         return dataclasses.replace(self, **changes)
 
     # ----- JSON ----------------------------------------------------------------------------
@@ -348,6 +404,10 @@ class Scenario:
                     parts[fname] = klass(**d[fname])
                 except ValidationError as e:
                     raise ValidationError(f"{fname}.{e}") from None
+            try:
+                parts["downlink"] = Downlink(**d.get("downlink", {}))
+            except ValidationError as e:
+                raise ValidationError(f"downlink.{e}") from None
             return cls(
                 users=tuple(users),
                 **parts,

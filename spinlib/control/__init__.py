@@ -14,6 +14,7 @@ from . import baselines
 from .exhaustive import solve_exhaustive
 from .heterogeneous import solve_heterogeneous_async, solve_heterogeneous_sync
 from .homogeneous import solve_homogeneous
+from . import uldl
 
 POLICIES: dict[str, tuple[Callable[..., Allocation], str]] = {
     "homogeneous": (lambda s, L_max=16, **_: solve_homogeneous(s, L_max),
@@ -33,7 +34,18 @@ POLICIES: dict[str, tuple[Callable[..., Allocation], str]] = {
     "optimal-length-equal-bandwidth": (baselines.optimal_length_equal_bandwidth,
                                        "baseline: equal bandwidth, best L"),
     "server-only": (baselines.server_only, "baseline: autoregressive decoding on the server (L = 0)"),
+    # paper 2: uplink or downlink (synchronous round with modes, spinlib.uldl)
+    "uldl-optimal": (uldl.solve_uldl_optimal,
+                     "UL/DL: top-m mode structure + greedy lengths + optimal bandwidth and DL power "
+                     "(modes certified exhaustively for K <= 16)"),
+    "uldl-exhaustive": (uldl.solve_uldl_exhaustive,
+                        "UL/DL reference: all 2^K mode assignments, same greedy lengths (K <= 12)"),
+    "all-ul": (uldl.solve_all_ul, "UL/DL baseline: every device uploads its draft distributions"),
+    "all-dl": (uldl.solve_all_dl, "UL/DL baseline: every device downloads the target distribution"),
+    "uldl-fixed-length": (uldl.solve_uldl_fixed_length,
+                          "UL/DL: optimal modes and power, fixed L (--draft-length)"),
 }
+ULDL_POLICIES = ("uldl-optimal", "uldl-exhaustive", "all-ul", "all-dl", "uldl-fixed-length")
 
 BASELINES = ("agnostic", "equal", "optimal-bandwidth-fixed-length", "optimal-length-equal-bandwidth", "server-only")
 
@@ -49,5 +61,5 @@ def solve(scenario: Scenario, policy: str, **kwargs) -> Allocation:
     return POLICIES[policy][0](scenario, **kwargs)
 
 
-__all__ = ["POLICIES", "BASELINES", "solve", "solve_homogeneous", "solve_heterogeneous_sync",
+__all__ = ["POLICIES", "BASELINES", "ULDL_POLICIES", "solve", "solve_homogeneous", "solve_heterogeneous_sync",
            "solve_heterogeneous_async", "solve_exhaustive"]

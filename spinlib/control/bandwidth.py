@@ -48,15 +48,25 @@ def _required_bandwidth(rates: RateModel, S: float, L, tau, D):
     return np.where(L > 0, b, 0.0)
 
 
-def makespan_lower_bound(scenario: Scenario, L, rates: RateModel | None = None):
-    """``max_k L_k (tau_k + S / R_k(inf))`` [s]: no bandwidth achieves a smaller makespan."""
+def _bits(scenario: Scenario, bits_per_token):
+    """``S``: the scenario's payload bits per token, or a per-user array ``[..., K]`` (UL/DL modes)."""
+    if bits_per_token is None:
+        return scenario.payload.bits_per_token
+    return np.asarray(bits_per_token, dtype=float)
+
+
+def makespan_lower_bound(scenario: Scenario, L, rates: RateModel | None = None, bits_per_token=None):
+    """``max_k L_k (tau_k + S_k / R_k(inf))`` [s]: no bandwidth achieves a smaller makespan."""
     rates = rates or RateModel.of(scenario)
     L = np.asarray(L, dtype=float)
-    return np.max(L * (scenario.tau + scenario.payload.bits_per_token / rates.max_rate()), axis=-1)
+    return np.max(L * (scenario.tau + _bits(scenario, bits_per_token) / rates.max_rate()), axis=-1)
 
 
-def min_makespan_bandwidth(scenario: Scenario, L, rates: RateModel | None = None):
+def min_makespan_bandwidth(scenario: Scenario, L, rates: RateModel | None = None, bits_per_token=None):
     """Optimal synchronous bandwidth split for draft lengths ``L`` (shape ``[..., K]``).
+
+    ``bits_per_token`` (optional, shape broadcasting to ``[..., K]``) replaces the scenario's
+    ``S`` per user: UL-mode and DL-mode devices upload different payloads (paper 2).
 
     Returns
     -------
@@ -74,10 +84,10 @@ def min_makespan_bandwidth(scenario: Scenario, L, rates: RateModel | None = None
     L = np.asarray(L)
     if np.any(L < 0):
         raise ValidationError("draft lengths must be >= 0")
-    tau, S, B = scenario.tau, scenario.payload.bits_per_token, scenario.radio.bandwidth_hz
+    tau, S, B = scenario.tau, _bits(scenario, bits_per_token), scenario.radio.bandwidth_hz
     active = L > 0
     n_act = np.maximum(active.sum(axis=-1), 1)
-    lo = makespan_lower_bound(scenario, L, rates)
+    lo = makespan_lower_bound(scenario, L, rates, bits_per_token)
     b_eq = B / n_act[..., None]
     with np.errstate(divide="ignore"):
         hi = np.max(np.where(active, L * (tau + S / rates.rate(b_eq)), 0.0), axis=-1)

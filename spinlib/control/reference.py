@@ -105,3 +105,30 @@ def async_bandwidth_cvxpy(scenario: Scenario, L, tokens, rates: RateModel | None
         raise RuntimeError(f"CVXPY status {prob.status}")
     b_out[idx] = np.asarray(x.value) * scale
     return b_out, fixed + float(prob.value)
+
+
+def downlink_power_cvxpy(scenario: Scenario, dl_bits, correction_s):
+    """Optimal DL power split ``(E, p [K])`` from CVXPY: ``min max_k c_k + (d_k/w) / log2(1 + p_k g_k/(N0 w))``.
+
+    ``inv_pos`` of the concave spectral efficiency is convex, so the min-max is DCP; the power is
+    solved in units of ``P_BS`` and the rate in bit/s/Hz for conditioning.
+    """
+    import cvxpy as cp
+
+    d = np.asarray(dl_bits, dtype=float)
+    c = np.asarray(correction_s, dtype=float)
+    idx = np.flatnonzero(d > 0)
+    p_out = np.zeros(d.size)
+    if idx.size == 0:
+        return 0.0, p_out
+    P, W = scenario.downlink.power_w, scenario.downlink.bandwidth_hz
+    w = W / idx.size
+    q = P * scenario.gain[idx] / (scenario.radio.noise_psd_w_per_hz * w)  # SNR at full power
+    x = cp.Variable(idx.size, nonneg=True)
+    se = cp.log(1 + cp.multiply(q, x)) / LN2  # bit/s/Hz
+    E = cp.max(c[idx] + cp.multiply(d[idx] / w, cp.inv_pos(se)))
+    prob = cp.Problem(cp.Minimize(E), [cp.sum(x) <= 1])
+    if not _solve(prob):
+        raise RuntimeError(f"CVXPY status {prob.status}")
+    p_out[idx] = np.asarray(x.value) * P
+    return float(prob.value), p_out

@@ -1,0 +1,442 @@
+"""Joint mode selection, draft lengths, uplink bandwidth and downlink power (paper 2).
+
+Problem (synchronous round, :mod:`spinlib.uldl`)::
+
+    max_{m, L, b, p}  sum_k E[N_k](L_k) / ( D_up(L, m, b) + T_ver(sum_k (L_k+1)) + E_dl(L, m, p) + T_fb + T_acc )
+
+For fixed modes ``m`` and lengths ``L`` the numerator is fixed and the two continuous
+sub-problems separate: the FDMA makespan ``D_up`` (:func:`.bandwidth.min_makespan_bandwidth`
+with per-user payloads) and the DL phase ``E_dl`` (:func:`.power.min_max_downlink_power`), both
+solved exactly.
+
+**Mode selection for fixed L.** ``D_up`` increases and ``E_dl`` decreases when a device moves
+from DL to UL (it uploads its distributions instead of downloading the target's). Fix the two
+phase times ``(D, E)``: device k in UL mode costs extra uplink bandwidth
+``Delta b_k = b_k(D; S_UL) - b_k(D; S_DL)`` and frees the power ``p_k(E)`` it would need in DL
+mode. Choosing the UL set is then a 0/1 knapsack (free as much power as possible within the
+bandwidth left over); its LP relaxation is solved by sorting the devices by the index
+
+    phi_k = p_k(E) / Delta b_k       [W/Hz], power freed per unit of uplink bandwidth spent,
+
+and putting the top m in UL. Hence the "top-m devices in UL" structure: search m = 0..K after
+sorting by an index. The knapsack ratio misses one effect of our DL model: a device that leaves
+the DL also leaves its share of the band ``W / n_DL`` to the others. The default index is
+therefore the *marginal* one, ``psi_k`` = the exact goodput change when device k alone switches
+(:func:`marginal_index`, whose first-order expansion has both terms), evaluated at the all-DL
+operating point and re-evaluated at the best m's (3 passes). Either way the structure is exact
+for a relaxation, not for the integer problem (a knapsack is NP-hard in general), so :func:`best_modes` checks it against all ``2^K`` assignments when
+``K <= exact_max_users`` and otherwise polishes it by single-device flips and pairwise swaps
+(reported as ``certified = False``).
+
+**Draft lengths.** Greedy per device (coordinate ascent): start from the best common length,
+then set each device's ``L_k`` to its best value given the others, sweeping until no device
+changes, then try joint moves (devices above/below a length level +-1 together, pairs +-1). Each step evaluates all ``L_max + 1`` values of one device at once (batched over mode
+assignments too), so ``uldl-exhaustive`` runs the *same* search for all ``2^K`` assignments.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+
+import numpy as np
+
+from ..acceptance import tokens_table
+from ..channel import RateModel
+from ..rounds import Allocation, fixed_round_overhead
+from ..scenario import Scenario, ValidationError, check_int_range
+from ..uldl import accept_all_table, mode_names, mode_payload
+from .bandwidth import _required_bandwidth, min_makespan_bandwidth
+from .power import _required_power, min_max_downlink_power
+
+EXHAUSTIVE_MAX_USERS = 12
+
+
+class Problem:
+    """Precomputed tables of one scenario for the UL/DL search."""
+
+    def __init__(self, scenario: Scenario, L_max: int):
+        check_int_range("L_max", L_max, 0, 64)
+        scenario.payload.distribution_bits  # noqa: B018 -- raises for payload mode 'ids'
+        self.scenario = scenario
+        self.L_max = L_max
+        self.K = scenario.num_users
+        self.rates = RateModel.of(scenario)
+        self.table = tokens_table(scenario, L_max)
+        self.pi = accept_all_table(self.table)
+
+    def solve_continuous(self, L, ul):
+        """Optimal ``b``, ``p`` and the phase times for batched ``L [..., K]``, ``ul [..., K]``.
+
+        Returns ``G [...], D [...], E [...], b [..., K], p [..., K]``.
+        """
+        L = np.asarray(L)
+        ul = np.broadcast_to(np.asarray(ul, dtype=bool), L.shape)
+        flat_L = L.reshape(-1, self.K)
+        flat_ul = ul.reshape(-1, self.K)
+        S, d, c = mode_payload(self.scenario, flat_L, flat_ul, self.pi)
+        D, b = min_makespan_bandwidth(self.scenario, flat_L, self.rates, bits_per_token=S)
+        E, p = min_max_downlink_power(self.scenario, d, c)
+        N = self.table[np.arange(self.K), flat_L].sum(axis=-1)
+        T = D + self.scenario.server.verification_time(flat_L.sum(axis=-1) + self.K) + E \
+            + fixed_round_overhead(self.scenario)
+        shape = L.shape[:-1]
+        return ((N / T).reshape(shape), np.reshape(D, shape), np.reshape(E, shape),
+                b.reshape(L.shape), p.reshape(L.shape))
+
+    def goodput(self, L, ul):
+        return self.solve_continuous(L, ul)[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# Draft lengths: greedy per device
+# ----------------------------------------------------------------------------------------------
+def _joint_moves(L: np.ndarray, L_max: int, pairs: bool) -> np.ndarray:
+    """Moves beyond one coordinate, ``[M, n_moves, K]``, clipped to [0, L_max]: every device at
+    or above a length level (or at or below it) +-1 together, for each level; and (if ``pairs``)
+    every pair of devices +-1 each."""
+    M, K = L.shape
+    levels = np.arange(0, L_max + 1)
+    above = (L[:, None, :] >= levels[None, :, None]).astype(int)  # [M, levels, K]
+    below = (L[:, None, :] <= levels[None, :, None]).astype(int)
+    steps = np.concatenate([above, -above, below, -below], axis=1)  # [M, 4 levels, K]
+    if pairs:
+        pv = []
+        for i in range(K):
+            for j in range(i + 1, K):
+                for si in (1, -1):
+                    for sj in (1, -1):
+                        v = np.zeros(K, int)
+                        v[i], v[j] = si, sj
+                        pv.append(v)
+        if pv:
+            steps = np.concatenate([steps, np.broadcast_to(np.array(pv), (M, len(pv), K))], axis=1)
+    return np.clip(L[:, None, :] + steps, 0, L_max)
+
+
+def greedy_lengths(prob: Problem, ul, L_init=None, max_sweeps: int = 50, pair_max_users: int = 16,
+                   starts: int | None = None):
+    """Greedy draft lengths for each row of modes ``ul [M, K]`` at once.
+
+    Coordinate ascent: each device in turn takes its best length given the others (all
+    ``L_max + 1`` values evaluated in one batch). When no single device can improve, joint moves
+    are tried (all devices at or above / at or below a length level +-1 together; pairs of devices
+    +-1 for ``K <= pair_max_users``): a
+    synchronous round couples the devices through the makespan, and single-device moves alone
+    stop early. Starts from the best common length (and from ``L_init`` where that is better), so
+    the result is never worse than either. The ascent runs from the ``starts`` best common lengths
+    (one batch; default 3 for K <= 16, else 1) and keeps the best end point. A move must gain
+    more than 1e-10 relative. Returns ``L [M, K]`` and the goodput ``G [M]``.
+    """
+    ul0 = np.atleast_2d(np.asarray(ul, dtype=bool))
+    M0, K = ul0.shape
+    starts = (3 if K <= 16 else 1) if starts is None else starts
+    Ls = np.arange(prob.L_max + 1)
+    common = np.broadcast_to(Ls[None, :, None], (M0, Ls.size, K))
+    G_all = prob.goodput(common, ul0[:, None, :])
+    n_starts = max(1, min(starts, Ls.size))
+    top = np.argsort(-G_all, axis=1, kind="stable")[:, :n_starts]  # [M0, starts]
+    ul = np.repeat(ul0, n_starts, axis=0)
+    M = ul.shape[0]
+    L = np.repeat(Ls[top.reshape(-1)][:, None], K, axis=1)
+    G = np.take_along_axis(G_all, top, axis=1).reshape(-1)
+    if L_init is not None:
+        L0 = np.repeat(np.broadcast_to(np.asarray(L_init, dtype=int), (M0, K)), n_starts, axis=0)
+        G0 = prob.goodput(L0, ul)
+        better = G0 > G
+        L[better], G[better] = L0[better], G0[better]
+    rows = np.arange(M)
+    for _ in range(max_sweeps):
+        changed = False
+        for k in range(K):
+            cand = np.repeat(L[:, None, :], Ls.size, axis=1)
+            cand[:, :, k] = Ls
+            Gk = prob.goodput(cand, ul[:, None, :])
+            j = np.argmax(Gk, axis=1)
+            improve = Gk[rows, j] > G * (1 + 1e-10)
+            if improve.any():
+                L[improve, k] = Ls[j[improve]]
+                G = np.where(improve, Gk[rows, j], G)
+                changed = True
+        if not changed:
+            cand = _joint_moves(L, prob.L_max, K <= pair_max_users)
+            Gk = prob.goodput(cand, ul[:, None, :])
+            j = np.argmax(Gk, axis=1)
+            improve = Gk[rows, j] > G * (1 + 1e-10)
+            if not improve.any():
+                break
+            L[improve] = cand[rows, j][improve]
+            G = np.where(improve, Gk[rows, j], G)
+    best = np.argmax(G.reshape(M0, n_starts), axis=1) + np.arange(M0) * n_starts
+    return L[best], G[best]
+
+
+# ----------------------------------------------------------------------------------------------
+# Mode selection for fixed lengths
+# ----------------------------------------------------------------------------------------------
+def knapsack_index(prob: Problem, L, ul_ref=None):
+    """``phi_k = p_k(E) / Delta b_k`` [W/Hz] at the operating point of modes ``ul_ref`` (default all DL).
+
+    Large phi: the device frees much DL power for little extra uplink bandwidth -> UL first.
+    Devices that do not draft get ``-inf`` (their mode does not matter; they are put last).
+    """
+    s = prob.scenario
+    L = np.asarray(L)
+    ul_ref = np.zeros(prob.K, dtype=bool) if ul_ref is None else np.asarray(ul_ref, dtype=bool)
+    _, D, E, _, _ = prob.solve_continuous(L, ul_ref)
+    S_ul, _, _ = mode_payload(s, L, np.ones(prob.K, bool), prob.pi)
+    S_dl, d, c = mode_payload(s, L, np.zeros(prob.K, bool), prob.pi)
+    b_ul = _required_bandwidth(prob.rates, S_ul, L, s.tau, D)
+    b_dl = _required_bandwidth(prob.rates, S_dl, L, s.tau, D)
+    n_dl = max(int(np.count_nonzero(~ul_ref & (L > 0))), 1)
+    w = s.downlink.bandwidth_hz / n_dl
+    a_w = s.gain / s.radio.noise_psd_w_per_hz
+    E_eval = max(E, float(np.max(np.where(d > 0, c, 0.0))) * (1 + 1e-9) + 1e-12)
+    p, _ = _required_power(d, c, E_eval, a_w, w)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        phi = np.where(np.isfinite(b_ul), p / np.maximum(b_ul - b_dl, 1e-300), 0.0)
+    return np.where(L > 0, phi, -np.inf)
+
+
+def marginal_index(prob: Problem, L, ul_ref=None):
+    """``psi_k = G(ref with k in UL) - G(ref with k in DL)`` [token/s]: the exact goodput change of
+    moving device k alone, from the operating point of modes ``ul_ref`` (default all DL).
+
+    To first order ``psi_k ~ lambda_E (p_k / sum_j |dp_j/dE| + w-effect) - lambda_D Delta b_k /
+    sum_j |db_j/dD|``: the DL time a device frees (its power, and its share of the band, which the
+    other DL devices inherit) against the makespan its larger upload costs. Computing it exactly
+    costs K batched evaluations and captures the band-sharing effect that the knapsack ratio
+    :func:`knapsack_index` misses. Devices that do not draft get ``-inf``.
+    """
+    L = np.asarray(L)
+    ref = np.zeros(prob.K, dtype=bool) if ul_ref is None else np.asarray(ul_ref, dtype=bool)
+    flips = ref[None, :] ^ np.eye(prob.K, dtype=bool)
+    G_flip = prob.goodput(np.broadcast_to(L, flips.shape), flips)
+    G_ref = float(prob.goodput(L, ref))
+    psi = np.where(ref, G_ref - G_flip, G_flip - G_ref)
+    return np.where(L > 0, psi, -np.inf)
+
+
+INDEXES = {"marginal": marginal_index, "knapsack": knapsack_index}
+
+
+def top_m_modes(order: np.ndarray, K: int) -> np.ndarray:
+    """``[K+1, K]`` bool: row m puts the first m devices of ``order`` in UL."""
+    ul = np.zeros((K + 1, K), dtype=bool)
+    for m in range(1, K + 1):
+        ul[m, order[:m]] = True
+    return ul
+
+
+def structured_modes(prob: Problem, L, passes: int = 3, index: str = "marginal"):
+    """Top-m search for fixed ``L``: sort by the index (``"marginal"`` or ``"knapsack"``),
+    evaluate m = 0..K, then re-evaluate the index at the best m's modes (``passes`` times).
+
+    Returns ``(ul [K], G, m)``.
+    """
+    if index not in INDEXES:
+        raise ValidationError(f"index must be one of {sorted(INDEXES)}, got {index!r}")
+    L = np.asarray(L)
+    ref = np.zeros(prob.K, dtype=bool)
+    best = (ref, -np.inf, 0)
+    for _ in range(passes):
+        order = np.argsort(-INDEXES[index](prob, L, ref), kind="stable")
+        cands = top_m_modes(order, prob.K)
+        G = prob.goodput(np.broadcast_to(L, cands.shape), cands)
+        m = int(np.argmax(G))
+        if G[m] > best[1] * (1 + 1e-12):
+            best = (cands[m], float(G[m]), m)
+        ref = best[0]
+    return best
+
+
+def all_mode_rows(K: int) -> np.ndarray:
+    """``[2^K, K]`` bool: every UL/DL assignment."""
+    return np.array(list(itertools.product([False, True], repeat=K)), dtype=bool)
+
+
+def exhaustive_modes(prob: Problem, L, chunk: int = 4096):
+    """Best of all ``2^K`` assignments for fixed ``L`` (devices with ``L_k = 0`` do not matter and are fixed to UL)."""
+    L = np.asarray(L)
+    act = np.flatnonzero(L > 0)
+    if act.size > 20:
+        raise ValidationError(f"exhaustive mode search over 2^{act.size} assignments is too large (max 2^20)")
+    sub = all_mode_rows(act.size)
+    best_G, best = -np.inf, None
+    for i in range(0, sub.shape[0], chunk):
+        rows = np.ones((min(chunk, sub.shape[0] - i), prob.K), dtype=bool)
+        rows[:, act] = sub[i:i + chunk]
+        G = prob.goodput(np.broadcast_to(L, rows.shape), rows)
+        j = int(np.argmax(G))
+        if G[j] > best_G:
+            best_G, best = float(G[j]), rows[j]
+    return best, best_G
+
+
+def flip_search(prob: Problem, L, ul, G, max_rounds: int = 50, swap_max_users: int = 32):
+    """Polish modes by single flips and (for ``K <= swap_max_users``) UL/DL swaps, batched;
+    returns ``(ul, G)``."""
+    L = np.asarray(L)
+    act = np.flatnonzero(L > 0)
+    ul = np.asarray(ul, dtype=bool).copy()
+    for _ in range(max_rounds):
+        cands = [ul ^ np.eye(prob.K, dtype=bool)[k] for k in act]
+        ups, downs = act[ul[act]], act[~ul[act]]
+        if prob.K > swap_max_users:
+            ups = ()
+        for i in ups:
+            for j in downs:
+                c = ul.copy()
+                c[i], c[j] = False, True
+                cands.append(c)
+        if not cands:
+            break
+        cands = np.array(cands)
+        Gc = prob.goodput(np.broadcast_to(L, cands.shape), cands)
+        j = int(np.argmax(Gc))
+        if Gc[j] <= G * (1 + 1e-12):
+            break
+        ul, G = cands[j], float(Gc[j])
+    return ul, G
+
+
+def best_modes(prob: Problem, L, exact_max_users: int = 16):
+    """Optimal modes for fixed ``L``: top-m structure, certified by exhaustive search for small K.
+
+    Returns ``(ul [K], G, info)`` with ``info["structure_held"]`` (the top-m answer was optimal,
+    within 1e-9 relative) where ``info["certified"]`` is True.
+    """
+    L = np.asarray(L)
+    ul, G, m = structured_modes(prob, L)
+    info = {"m_ul": m}
+    n_act = int(np.count_nonzero(L > 0))
+    if n_act <= exact_max_users:
+        ul_x, G_x = exhaustive_modes(prob, L)
+        info.update(certified=True, structure_held=bool(G >= G_x * (1 - 1e-9)),
+                    structure_gap=float(max(0.0, 1 - G / G_x)) if G_x > 0 else 0.0)
+        if G_x > G:
+            ul, G = ul_x, G_x
+    else:
+        ul, G = flip_search(prob, L, ul, G)
+        info.update(certified=False)
+    return ul, G, info
+
+
+# ----------------------------------------------------------------------------------------------
+# Policies
+# ----------------------------------------------------------------------------------------------
+def _allocation(prob: Problem, L, ul, policy: str, **info) -> Allocation:
+    G, D, E, b, p = prob.solve_continuous(np.asarray(L)[None], np.asarray(ul)[None])
+    return Allocation(
+        draft_lengths=tuple(int(x) for x in L), bandwidth_hz=tuple(float(x) for x in b[0]),
+        round_model="sync", policy=policy, goodput_tokens_per_s=float(G[0]),
+        modes=mode_names(ul), dl_power_w=tuple(float(x) for x in np.where(np.asarray(ul), 0.0, p[0])),
+        info={"uplink_makespan_s": float(D[0]), "downlink_time_s": float(E[0]), **info},
+    )
+
+
+def solve_fixed_modes(scenario: Scenario, ul, L_max: int = 16, policy: str = "") -> Allocation:
+    """Greedy lengths, optimal bandwidth and power for given modes (``all-ul``, ``all-dl``)."""
+    prob = Problem(scenario, L_max)
+    ul = np.broadcast_to(np.asarray(ul, dtype=bool), (prob.K,))
+    t = time.perf_counter()
+    L, G = greedy_lengths(prob, ul[None])
+    return _allocation(prob, L[0], ul, policy, solve_time_s=time.perf_counter() - t)
+
+
+def solve_all_ul(scenario: Scenario, L_max: int = 16, **_) -> Allocation:
+    return solve_fixed_modes(scenario, True, L_max, "all-ul")
+
+
+def solve_all_dl(scenario: Scenario, L_max: int = 16, **_) -> Allocation:
+    return solve_fixed_modes(scenario, False, L_max, "all-dl")
+
+
+def solve_uldl_fixed_length(scenario: Scenario, draft_length: int = 4, exact_max_users: int = 16, **_) -> Allocation:
+    """Every device drafts ``draft_length``; optimal modes, bandwidth and power."""
+    check_int_range("draft_length", draft_length, 0, 64)
+    prob = Problem(scenario, draft_length)
+    t = time.perf_counter()
+    L = np.full(prob.K, draft_length)
+    ul, G, info = best_modes(prob, L, exact_max_users)
+    return _allocation(prob, L, ul, "uldl-fixed-length", solve_time_s=time.perf_counter() - t, **info)
+
+
+def solve_uldl_optimal(scenario: Scenario, L_max: int = 16, exact_max_users: int = 16,
+                       per_m_max_users: int = 16, max_rounds: int = 8, **_) -> Allocation:
+    """Adaptive mode selection: the top-m structure with greedy lengths, then alternation.
+
+    1. Greedy lengths for all-DL and for all-UL.
+    2. Top-m pass: sort by :func:`marginal_index` at the all-DL lengths; for every m = 0..K run
+       the greedy length search with the top m devices in UL (one batch; single start, no pair
+       moves) when ``K <= per_m_max_users``; for larger K, the top-m search for fixed lengths
+       (:func:`structured_modes`) from both step-1 length vectors.
+    3. Alternate until nothing improves: optimal modes for the current lengths
+       (:func:`best_modes`: exhaustive certificate for ``K <= exact_max_users``, flips and swaps
+       beyond), then greedy lengths for those modes (warm-started).
+    Every step keeps the best point found and the all-UL / all-DL points are candidates, so the
+    result is never worse than all-UL or all-DL with the same greedy length search.
+    """
+    t = time.perf_counter()
+    prob = Problem(scenario, L_max)
+    K = prob.K
+    ends = np.array([np.zeros(K, bool), np.ones(K, bool)])
+    L_end, G_end = greedy_lengths(prob, ends)
+    j = int(np.argmax(G_end))
+    L, ul, G = L_end[j], ends[j], float(G_end[j])
+    if K <= per_m_max_users:
+        order = np.argsort(-marginal_index(prob, L_end[0]), kind="stable")
+        rows = top_m_modes(order, K)
+        Ls, Gs = greedy_lengths(prob, rows, starts=1, pair_max_users=0)
+        j = int(np.argmax(Gs))
+        if Gs[j] > G * (1 + 1e-12):
+            L, ul, G = Ls[j], rows[j], float(Gs[j])
+    else:
+        for Lj in L_end:
+            ul_j, G_j, _ = structured_modes(prob, Lj)
+            if G_j > G * (1 + 1e-12):
+                L, ul, G = Lj, ul_j, G_j
+    info = {"m_ul_first_pass": int(ul.sum())}
+    for it in range(max_rounds):
+        ul2, G2, minfo = best_modes(prob, L, exact_max_users)
+        info.update(minfo)
+        if G2 > G * (1 + 1e-12):
+            ul, G = ul2, G2
+        L2, G3 = greedy_lengths(prob, ul[None], L_init=L)
+        if G3[0] > G * (1 + 1e-12):
+            L, G = L2[0], float(G3[0])
+            continue
+        break
+    info.update(rounds=it + 1, m_ul=int(ul.sum()))
+    return _allocation(prob, L, ul, "uldl-optimal", solve_time_s=time.perf_counter() - t, **info)
+
+
+def solve_uldl_exhaustive(scenario: Scenario, L_max: int = 16, **_) -> Allocation:
+    """Reference: all ``2^K`` mode assignments, each with optimal power and the same greedy lengths."""
+    K = scenario.num_users
+    if K > EXHAUSTIVE_MAX_USERS:
+        raise ValidationError(
+            f"uldl-exhaustive searches all 2^K mode assignments and accepts K <= {EXHAUSTIVE_MAX_USERS}, "
+            f"got K = {K}; use uldl-optimal"
+        )
+    t = time.perf_counter()
+    prob = Problem(scenario, L_max)
+    rows = all_mode_rows(K)
+    L, G = greedy_lengths(prob, rows)
+    j = int(np.argmax(G))
+    return _allocation(prob, L[j], rows[j], "uldl-exhaustive", solve_time_s=time.perf_counter() - t,
+                       assignments=int(rows.shape[0]))
+
+
+def exhaustive_joint(scenario: Scenario, L_max: int):
+    """Reference for small K: every mode assignment x every length vector; returns ``(G, L, ul)``."""
+    from .exhaustive import all_length_vectors
+
+    prob = Problem(scenario, L_max)
+    Lv = all_length_vectors(prob.K, L_max)
+    best = (-np.inf, None, None)
+    for ul in all_mode_rows(prob.K):
+        G = prob.goodput(Lv, np.broadcast_to(ul, Lv.shape))
+        j = int(np.argmax(G))
+        if G[j] > best[0]:
+            best = (float(G[j]), Lv[j], ul)
+    return best
