@@ -135,5 +135,86 @@ def records_frame(records: list[dict], relative_to: str | None = None):
     return df.melt(id_vars=id_cols, var_name="policy", value_name="goodput")
 
 
+
+
+# ----------------------------------------------------------------------------------------------
+# Uplink or downlink (paper 2, notebook 06)
+# ----------------------------------------------------------------------------------------------
+ULDL_KNOBS = ("dl_power_dbm", "num_users", "vocab_size", "bits_per_prob", "cell_radius_m", "top_k")
+ULDL_RECORD_VERSION = 1
+
+
+def make_uldl_scenario(knob: str, value, seed: int, *, num_users: int = 8, dl_power_dbm: float = 30.0,
+                       preset: str = "llama2-7b-l4", payload_mode: str = "topk", top_k: int = 128,
+                       bits_per_prob: int = 16, heterogeneity: float = 0.5):
+    """The scenario of one UL/DL sweep point (other knobs at the defaults given here)."""
+    from .channel import dbm_to_w
+    from .scenario import Downlink
+
+    if knob not in ULDL_KNOBS:
+        raise ValidationError(f"knob must be one of {ULDL_KNOBS}, got {knob!r}")
+    K = int(value) if knob == "num_users" else num_users
+    P = float(value) if knob == "dl_power_dbm" else dl_power_dbm
+    V = int(value) if knob == "vocab_size" else get_preset(preset).vocab_size
+    Q = int(value) if knob == "bits_per_prob" else bits_per_prob
+    k = int(value) if knob == "top_k" else top_k
+    kw = heterogeneity_kwargs(heterogeneity)
+    if knob == "cell_radius_m":
+        kw["cell_radius_m"] = float(value)
+    payload = Payload(V, payload_mode, Q, min(k, V))
+    return random_scenario(K, seed=seed, preset=preset, payload=payload,
+                           downlink=Downlink(power_w=float(dbm_to_w(P))), **kw)
+
+
+ULDL_POLICIES_RUN = ("uldl-optimal", "all-ul", "all-dl", "uldl-fixed-length", "heterogeneous-sync")
+
+
+def run_uldl_policies(scenario, L_max: int = 12, draft_length: int = 4) -> dict:
+    """Goodput of the UL/DL policies (and paper 1's heterogeneous-sync, i.e. all devices in UL
+    with its own lengths) plus the share of devices that the adaptive policy puts in UL."""
+    out = {}
+    for name in ULDL_POLICIES_RUN:
+        a = solve(scenario, name, L_max=L_max, draft_length=draft_length)
+        out[name] = a.goodput_tokens_per_s
+        if name == "uldl-optimal":
+            drafting = [m for m, L in zip(a.modes, a.draft_lengths) if L > 0]
+            out["ul_share"] = (sum(m == "UL" for m in drafting) / len(drafting)) if drafting else float("nan")
+            out["modes"] = "".join("U" if m == "UL" else "D" for m in a.modes)
+            out["structure_held"] = a.info.get("structure_held")
+    return out
+
+
+def uldl_sweep(knob: str, values: Iterable, *, n_seeds: int, seed: int, L_max: int = 12,
+               progress: bool = True, **scenario_kw) -> list[dict]:
+    """Records ``{knob, value, seed, policy: goodput..., ul_share}`` for every value and seed."""
+    from tqdm import tqdm
+
+    values = list(values)
+    seeds = np.random.SeedSequence(seed).generate_state(n_seeds).tolist()
+    records = []
+    for v, s in tqdm([(v, s) for v in values for s in seeds], desc=f"UL/DL sweep {knob}",
+                     disable=not progress, leave=False):
+        scen = make_uldl_scenario(knob, v, int(s), **scenario_kw)
+        records.append({"knob": knob, "value": v, "seed": int(s), **run_uldl_policies(scen, L_max)})
+    return records
+
+
+def uldl_gain_table(records: list[dict]):
+    """Gain of ``uldl-optimal`` over all-UL, all-DL, the fixed-length policy and paper 1's
+    heterogeneous-sync: mean, max and the sweep point of the max."""
+    import pandas as pd
+
+    df = pd.DataFrame(records)
+    rows = []
+    for base in ("all-ul", "all-dl", "uldl-fixed-length", "heterogeneous-sync"):
+        gain = df["uldl-optimal"] / df[base] - 1.0
+        i = int(np.argmax(gain.to_numpy()))
+        rows.append({"baseline": base, "mean_gain": float(gain.mean()), "max_gain": float(gain.iloc[i]),
+                     "min_gain": float(gain.min()), "peak_knob": df["knob"].iloc[i],
+                     "peak_value": df["value"].iloc[i], "peak_seed": int(df["seed"].iloc[i])})
+    return pd.DataFrame(rows)
+
+
 __all__ = ["sweep", "gain_table", "records_frame", "heterogeneity_kwargs", "make_scenario", "run_policies",
-           "payload_of", "OPTIMISED", "KNOBS"]
+           "payload_of", "OPTIMISED", "KNOBS", "uldl_sweep", "uldl_gain_table", "make_uldl_scenario",
+           "run_uldl_policies", "ULDL_KNOBS"]

@@ -21,6 +21,8 @@ EXPECTED = {
     "03_heterogeneous_draft_control": (["03_heterogeneous_draft_control"], ["03_share_vs_alpha", "03_sweeps_sync"]),
     "04_speculative_decoding": (["04_speculative_decoding"], ["04_toy_losslessness", "04_ul_dl_bits_per_token"]),
     "05_acceptance_measurement": (["05_acceptance_measurement"], ["05_alpha_by_task", "05_tokens_per_round"]),
+    "06_uplink_vs_downlink": (["06_uplink_vs_downlink"], ["06_mode_regions", "06_goodput_sweeps",
+                                                          "06_engine_bits_vs_model"]),
 }
 
 

@@ -110,6 +110,8 @@ def test_round_bits():
     assert round_bits("ul", 4, 2, p, greedy=False) == (4 * p.bits_per_token, 8 + 16)
     assert round_bits("dl", 4, 2, p, greedy=False) == (4 * (16 + 16), 8 + 49152 * 16)  # rejection: p goes down
     assert round_bits("dl", 4, 4, p, greedy=False) == (4 * (16 + 16), 8 + 16)  # all accepted: bonus id
+    pk = Payload(49152, "topk", 16, 128)  # top-k: the same distribution bits as the UL/DL model
+    assert round_bits("dl", 4, 1, pk, greedy=False) == (4 * (16 + 16), 8 + pk.distribution_bits)
 
 
 def test_prefix_profile():

@@ -17,7 +17,7 @@ Correction modes of paper 2 (design note; the output is the same, the bits diffe
 * ``ul``: the device uploads ids and its draft distributions (payload model), the server corrects;
   the downlink carries the accepted count and one token id.
 * ``dl``: the device uploads ids and the scalars ``q_i(x_i)`` (``Q`` bits each); the server runs the
-  accept test and, on a rejection, sends ``p_j`` over the whole vocabulary (``V Q`` bits) for the
+  accept test and, on a rejection, sends ``p_j`` (``V Q`` bits, or ``k (id + Q)`` for a top-k payload) for the
   device to sample the residual with its own ``q_j``; if everything is accepted, the bonus id.
 
 At temperature 0 only ids travel in both modes. Randomness comes from one ``torch.Generator``.
@@ -114,7 +114,10 @@ def round_bits(mode: str, L: int, accepted: int, payload: Payload, greedy: bool)
     if mode == "ul":
         return L * payload.bits_per_token, count + idb
     up = L * (idb + payload.bits_per_prob)
-    down = count + (payload.vocab_size * payload.bits_per_prob if accepted < L else idb)
+    # the target distribution at the rejection, as the payload model sends distributions
+    # (full: V Q; top-k: k (id + Q)), the same D bits as spinlib.uldl
+    dist = payload.distribution_bits if payload.mode != "ids" else payload.vocab_size * payload.bits_per_prob
+    down = count + (dist if accepted < L else idb)
     return float(up), float(down)
 
 
