@@ -1,4 +1,4 @@
-"""Command line: ``python -m spinlib {scenario, evaluate, solve}``.
+"""Command line: ``python -m spinlib {scenario, evaluate, solve, emulate, pairs, generate, measure}``.
 
 Errors in files or values print one line on stderr (``spinlib: error: ...``) and exit with 2.
 """
@@ -8,6 +8,8 @@ import argparse
 import dataclasses
 import json
 import sys
+
+import numpy as np
 
 from .scenario import Scenario, ValidationError
 
@@ -96,6 +98,43 @@ def cmd_solve(args) -> int:
         _print_json(dataclasses.asdict(alloc))
     elif not args.output:
         print(alloc.to_json())
+    return 0
+
+
+def cmd_emulate(args) -> int:
+    from .control import solve
+    from .emulator import EmulatorConfig, Fading, emulate
+    from .rounds import Allocation
+
+    scenario = Scenario.from_json(args.scenario)
+    if (args.policy is None) == (args.allocation is None):
+        raise ValidationError("give exactly one of --policy and --allocation")
+    if args.allocation is not None:
+        alloc = Allocation.from_json(args.allocation)
+    else:
+        kwargs = {"draft_length": args.draft_length, "round_model": args.round_model}
+        if args.L_max is not None:
+            kwargs["L_max"] = args.L_max
+        alloc = solve(scenario, args.policy, **kwargs)
+    cfg = EmulatorConfig(rounds=args.rounds, seed=args.seed, fading=Fading(args.fading),
+                         acceptance=args.acceptance, server=args.server, real_models=args.real_models,
+                         temperature=args.temperature, compute=args.compute, timeline_rounds=0)
+    res = emulate(scenario, alloc, cfg, progress=not args.json)
+    out = res.to_dict()
+    out.pop("timeline", None)
+    out.pop("round_time_s", None)
+    rt = res.round_time_s
+    out["round_time_percentiles_s"] = {q: float(np.percentile(rt, q)) for q in (5, 50, 95, 99)}
+    out["allocation"] = {"policy": alloc.policy, "round_model": alloc.round_model,
+                         "draft_lengths": list(alloc.draft_lengths), "modes": alloc.modes}
+    if args.json:
+        _print_json(out)
+    else:
+        print(f"emulated goodput {res.goodput_tokens_per_s:.3f} token/s "
+              f"(99% CI {res.ci_low:.3f} .. {res.ci_high:.3f}); analysis predicts "
+              f"{res.predicted_tokens_per_s:.3f} ({100 * res.relative_error:+.2f} %); {res.rounds} rounds")
+        print("phase shares: " + ", ".join(f"{k} {100 * v:.1f} %" for k, v in res.phase_shares.items()))
+        print(f"server utilisation {res.server_utilisation:.2f}")
     return 0
 
 
@@ -211,6 +250,25 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("-o", "--output")
     v.add_argument("--json", action="store_true")
     v.set_defaults(func=cmd_solve)
+
+    em = sub.add_parser("emulate", help="play an allocation out on the discrete-event testbed")
+    em.add_argument("scenario")
+    em.add_argument("--policy", help="policy to solve the scenario with (or --allocation)")
+    em.add_argument("--allocation", help="allocation JSON to emulate")
+    em.add_argument("--rounds", type=_positive_int("--rounds"), default=1000)
+    em.add_argument("--seed", type=int, default=0)
+    em.add_argument("--fading", choices=("static", "rayleigh", "markov"), default="static")
+    em.add_argument("--acceptance", choices=("iid", "profile"), default="iid")
+    em.add_argument("--server", choices=("batch", "ideal"), default="batch",
+                    help="asynchronous policies: one batching server, or no queueing")
+    em.add_argument("--real-models", default=None, help="a pair (see 'pairs') for real speculative decoding")
+    em.add_argument("--temperature", type=float, default=0.0, help="real mode: 0 = greedy")
+    em.add_argument("--compute", choices=("model", "measured"), default="model")
+    em.add_argument("--draft-length", type=int, default=4)
+    em.add_argument("--L-max", dest="L_max", type=_positive_int("--L-max"), default=None)
+    em.add_argument("--round-model", choices=("sync", "async"), default="sync")
+    em.add_argument("--json", action="store_true")
+    em.set_defaults(func=cmd_emulate)
 
     pp = sub.add_parser("pairs", help="list the real draft/target pairs")
     pp.add_argument("--json", action="store_true")

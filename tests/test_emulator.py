@@ -1,0 +1,157 @@
+"""The testbed: agreement with the closed form where the analysis is exact, the gaps where it is not.
+
+Tolerances: with synthetic i.i.d. acceptances and static channels, the emulated goodput must lie
+within its own 99.9 % confidence interval of the closed form (independent rounds; a false alarm
+per check has probability 1e-3, and the seeds are fixed, so the test is deterministic).
+"""
+import numpy as np
+import pytest
+
+from spinlib import random_scenario
+from spinlib.control import solve
+from spinlib.emulator import EmulatorConfig, Fading, draw_accepted, emulate
+from spinlib.scenario import User, ValidationError
+from spinlib.uldl import random_uldl_scenario
+
+SYNC_POLICIES = ("homogeneous", "heterogeneous-sync", "agnostic", "server-only", "optimal-length-equal-bandwidth")
+
+
+def within(r, x):
+    """``x`` in the emulator's interval (widened by 1e-12 relative for deterministic cases, L = 0)."""
+    return r.ci_low * (1 - 1e-12) <= x <= r.ci_high * (1 + 1e-12)
+
+
+def test_sync_matches_closed_form_within_ci():
+    rng = np.random.default_rng(0)
+    for i in range(12):
+        s = random_scenario(int(rng.integers(1, 12)), int(rng.integers(1 << 30)))
+        pol = SYNC_POLICIES[i % len(SYNC_POLICIES)]
+        a = solve(s, pol, L_max=10)
+        r = emulate(s, a, EmulatorConfig(rounds=4000, seed=i), confidence=0.999)
+        assert within(r, r.predicted_tokens_per_s), (pol, r.goodput_tokens_per_s, r.predicted_tokens_per_s)
+        assert r.ci_high - r.ci_low < 0.05 * r.predicted_tokens_per_s  # and the check is not vacuous
+
+
+def test_uldl_matches_closed_form_within_ci_and_round_time_model():
+    """UL/DL rounds: the uplink is deterministic; the DL phase of one round is the max over DL
+    devices of the *realised* payloads, so E[max] >= max E: the emulated goodput is at most the
+    analysis (which uses expected bits), and equal within the CI when at most one device is in DL."""
+    rng = np.random.default_rng(1)
+    n_single = 0
+    for i in range(10):
+        s = random_uldl_scenario(int(rng.integers(1, 7)), rng)
+        a = solve(s, "uldl-optimal", L_max=8)
+        r = emulate(s, a, EmulatorConfig(rounds=4000, seed=i), confidence=0.999)
+        n_dl = sum(m == "DL" and L > 0 for m, L in zip(a.modes, a.draft_lengths))
+        assert r.ci_low <= r.predicted_tokens_per_s * (1 + 1e-12)
+        if n_dl <= 1:
+            n_single += 1
+            # one DL device: T is linear in its random payload, so E[T] is the analysis' T
+            assert within(r, r.predicted_tokens_per_s)
+    assert n_single >= 1
+
+
+def test_async_ideal_server_matches_closed_form_and_batch_server_shows_queueing():
+    rng = np.random.default_rng(2)
+    for i in range(8):
+        s = random_scenario(int(rng.integers(2, 12)), int(rng.integers(1 << 30)))
+        a = solve(s, "heterogeneous-async", L_max=10)
+        ideal = emulate(s, a, EmulatorConfig(rounds=3000, seed=i, server="ideal"), confidence=0.999)
+        assert within(ideal, ideal.predicted_tokens_per_s)
+        batch = emulate(s, a, EmulatorConfig(rounds=3000, seed=i, server="batch"))
+        # one server cannot beat the no-queueing bound by more than the batching saving of t0
+        assert batch.server_utilisation <= 1 + 1e-9
+        assert batch.phase_shares["queue"] >= 0
+        # and when the analysis' own utilisation is above 1, the single server loses goodput
+        from spinlib import evaluate
+        if evaluate(s, a).server_utilisation > 1.5:
+            assert batch.goodput_tokens_per_s < ideal.goodput_tokens_per_s
+
+
+def test_profile_acceptance_and_draws():
+    rng = np.random.default_rng(3)
+    L = np.array([0, 1, 4, 8])
+    pi = np.array([[1, 0.9, 0.6, 0.3, 0.2, 0.1, 0.05, 0.02, 0.01]] * 4)
+    A = draw_accepted(L, pi, 200_000, rng)
+    assert A.max(axis=0).tolist() == [0, 1, 4, 8]
+    for i in range(1, 5):
+        assert np.mean(A[:, 2] >= i) == pytest.approx(pi[2, i], abs=4e-3)
+    # a user with a measured profile: "profile" acceptance follows it, "iid" follows alpha
+    s = random_scenario(1, 0)
+    u = s.users[0]
+    prof = (0.9, 0.5, 0.45, 0.44)
+    s = s.replace(users=(User(u.draft_time_s, 0.9, u.channel_gain, u.tx_power_w, prof),))
+    a = solve(s, "optimal-bandwidth-fixed-length", draft_length=4)
+    r_prof = emulate(s, a, EmulatorConfig(rounds=20000, seed=1, acceptance="profile"))
+    r_iid = emulate(s, a, EmulatorConfig(rounds=20000, seed=1, acceptance="iid"))
+    assert r_prof.tokens_per_round[0] == pytest.approx(1 + sum(prof), abs=0.03)
+    assert r_iid.tokens_per_round[0] == pytest.approx(sum(0.9 ** i for i in range(5)), abs=0.03)
+
+
+def test_fading_draws():
+    rng = np.random.default_rng(4)
+    h = Fading("rayleigh").draw(100_000, 2, rng)
+    assert h.mean() == pytest.approx(1.0, abs=0.01)
+    f = Fading("markov", bad_db=10, p_good_to_bad=0.2, p_bad_to_good=0.4)
+    h = f.draw(50_000, 3, rng)
+    bad = h < 1
+    assert bad.mean() == pytest.approx(0.2 / 0.6, abs=0.01)
+    # persistence: P(bad | bad before) = 1 - p_bad_to_good
+    assert np.mean(bad[1:][bad[:-1]]) == pytest.approx(0.6, abs=0.01)
+    # fading slows the static-channel policy down (Jensen: E[1/R] > 1/E[R])
+    s = random_scenario(6, 5)
+    a = solve(s, "heterogeneous-sync")
+    st = emulate(s, a, EmulatorConfig(rounds=3000, seed=0))
+    ray = emulate(s, a, EmulatorConfig(rounds=3000, seed=0, fading=Fading("rayleigh")))
+    assert ray.goodput_tokens_per_s < st.goodput_tokens_per_s
+
+
+def test_reproducible_and_errors():
+    s = random_scenario(4, 6)
+    a = solve(s, "heterogeneous-async")
+    r1 = emulate(s, a, EmulatorConfig(rounds=200, seed=9, fading=Fading("markov")))
+    r2 = emulate(s, a, EmulatorConfig(rounds=200, seed=9, fading=Fading("markov")))
+    assert r1.goodput_tokens_per_s == r2.goodput_tokens_per_s
+    with pytest.raises(ValidationError, match="fading must be one of"):
+        Fading("nakagami")
+    with pytest.raises(ValidationError, match="rounds"):
+        EmulatorConfig(rounds=1)
+    with pytest.raises(ValidationError, match="compute='measured' needs real_models"):
+        EmulatorConfig(compute="measured")
+    with pytest.raises(ValidationError, match="p_bad_to_good"):
+        Fading("markov", p_bad_to_good=0)
+
+
+def test_timeline_is_consistent():
+    s = random_scenario(3, 7)
+    a = solve(s, "heterogeneous-sync")
+    r = emulate(s, a, EmulatorConfig(rounds=50, seed=0, timeline_rounds=5))
+    assert {e["phase"] for e in r.timeline} >= {"draft", "uplink", "verify"}
+    assert all(e["end"] >= e["start"] for e in r.timeline)
+    sa = solve(s, "heterogeneous-async")
+    r = emulate(s, sa, EmulatorConfig(rounds=50, seed=0, timeline_rounds=5))
+    assert "queue" in {e["phase"] for e in r.timeline}
+
+
+@pytest.mark.real_models
+def test_real_models_greedy_outputs_equal_target_greedy():
+    """With real models at temperature 0, every user's emitted tokens are the target's greedy ones."""
+    from spinlib.emulator import real_prompts
+    from spinlib.sd.engine import target_generate
+    from spinlib.sd.models import get_pair, load_pair
+    from spinlib.sd.prompts import encode
+
+    pair = "smollm2-rtn4g16"
+    if not get_pair(pair).installed():
+        pytest.fail("the packaged SmolLM2 model is not installed (run_all.sh installs it)")
+    s = random_scenario(3, 2)
+    a = solve(s, "heterogeneous-sync", L_max=6)
+    R = 5
+    r = emulate(s, a, EmulatorConfig(rounds=R, real_models=pair))
+    target, _, tok = load_pair(pair)
+    for k, text in enumerate(real_prompts(3)):
+        ids = encode(tok, text, chat=True)
+        ref = target_generate(target, ids, max_new_tokens=R * (a.draft_lengths[k] + 1))
+        assert r.outputs[k] == ref
+    # the replayed rounds are the engine's: tokens per round between 1 and L + 1
+    assert np.all(r.tokens_per_round >= 1) and np.all(r.tokens_per_round <= np.array(a.draft_lengths) + 1)
