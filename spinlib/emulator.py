@@ -52,13 +52,18 @@ COMPUTE_MODELS = ("model", "measured")
 class Fading:
     """Block fading: one power-gain factor ``h[r, k]`` per round and user, multiplying ``g_k``.
 
-    ``"static"``: ``h = 1``. ``"rayleigh"``: ``h ~ Exp(1)`` i.i.d. (mean 1). ``"markov"``: a
+    ``"static"``: ``h = 1``. ``"rayleigh"``: ``h = max(X, 10^(floor_db/10))``, ``X ~ Exp(1)``
+    i.i.d.: without a floor ``E[1/h]`` diverges (``1/R ~ 1/h`` in a deep fade), so the mean round
+    time of any policy that uploads would be infinite; the floor (default -20 dB, i.e. fades
+    deeper than 20 dB are absorbed by power control / link adaptation) keeps it finite and is a
+    modelling choice reported with the results. ``"markov"``: a
     two-state chain per user, good (``h = 1``) and bad (``h = 10^(-bad_db/10)``), switching
     good -> bad with probability ``p_good_to_bad`` and back with ``p_bad_to_good`` per round,
     started from its stationary law. Uplink and downlink see the same ``h`` (reciprocity).
     """
 
     model: str = "static"
+    floor_db: float = -20.0
     bad_db: float = 10.0
     p_good_to_bad: float = 0.1
     p_bad_to_good: float = 0.3
@@ -67,6 +72,8 @@ class Fading:
         if self.model not in FADING_MODELS:
             raise ValidationError(f"fading must be one of {FADING_MODELS}, got {self.model!r}")
         check_nonnegative("bad_db", self.bad_db)
+        if not (isinstance(self.floor_db, (int, float)) and math.isfinite(self.floor_db) and self.floor_db <= 0):
+            raise ValidationError(f"floor_db must be a finite number <= 0, got {self.floor_db!r}")
         for name in ("p_good_to_bad", "p_bad_to_good"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and 0 < v <= 1):
@@ -77,7 +84,7 @@ class Fading:
         if self.model == "static":
             return np.ones((rounds, K))
         if self.model == "rayleigh":
-            return rng.exponential(1.0, (rounds, K))
+            return np.maximum(rng.exponential(1.0, (rounds, K)), 10.0 ** (self.floor_db / 10.0))
         pi_bad = self.p_good_to_bad / (self.p_good_to_bad + self.p_bad_to_good)
         bad = np.empty((rounds, K), dtype=bool)
         bad[0] = rng.random(K) < pi_bad

@@ -306,3 +306,21 @@ def random_scenario(
               "distance_m": dist.round(3).tolist()},
         downlink=downlink or Downlink(),
     )
+
+
+def measured_acceptance(pair: str, task: str, temperature: float = 0.0, measurements_dir=None):
+    """``(alpha, prefix_profile)`` measured for ``pair`` on ``task`` (notebook 05's summaries).
+
+    Raises :class:`ValidationError` naming the pair and task when no summary holds them.
+    """
+    import json
+    from pathlib import Path
+
+    from .paths import DATA
+
+    root = Path(measurements_dir or DATA / "measurements")
+    for f in sorted((root / pair).glob(f"{task}-*.summary.json")):
+        bt = json.loads(f.read_text())["by_temperature"].get(str(float(temperature)))
+        if bt is not None:
+            return float(bt["alpha"]), tuple(float(x) for x in bt["prefix_profile"])
+    raise ValidationError(f"no measurement of pair {pair!r} on task {task!r} at T = {temperature:g} under {root}")

@@ -92,6 +92,7 @@ def test_fading_draws():
     rng = np.random.default_rng(4)
     h = Fading("rayleigh").draw(100_000, 2, rng)
     assert h.mean() == pytest.approx(1.0, abs=0.01)
+    assert h.min() == pytest.approx(0.01) and np.mean(h == 0.01) == pytest.approx(1 - np.exp(-0.01), abs=2e-3)
     f = Fading("markov", bad_db=10, p_good_to_bad=0.2, p_bad_to_good=0.4)
     h = f.draw(50_000, 3, rng)
     bad = h < 1

@@ -23,6 +23,8 @@ EXPECTED = {
     "05_acceptance_measurement": (["05_acceptance_measurement"], ["05_alpha_by_task", "05_tokens_per_round"]),
     "06_uplink_vs_downlink": (["06_uplink_vs_downlink"], ["06_mode_regions", "06_goodput_sweeps",
                                                           "06_engine_bits_vs_model"]),
+    "07_testbed_validation": (["07_testbed_validation"], ["07_agreement", "07_async_queueing", "07_iid_vs_profile",
+                                                          "07_fading", "07_timeline"]),
 }
 
 
