@@ -365,7 +365,9 @@ def solve_uldl_optimal(scenario: Scenario, L_max: int = 16, exact_max_users: int
                        per_m_max_users: int = 16, max_rounds: int = 8, **_) -> Allocation:
     """Adaptive mode selection: the top-m structure with greedy lengths, then alternation.
 
-    1. Greedy lengths for all-DL and for all-UL.
+    1. Greedy lengths for all-DL and for all-UL, each also started from paper 1's
+       heterogeneous-sync lengths (optimal for all-UL, whose round is paper 1's): the result is
+       never worse than ``heterogeneous-sync``.
     2. Top-m pass: sort by :func:`marginal_index` at the all-DL lengths; for every m = 0..K run
        the greedy length search with the top m devices in UL (one batch; single start, no pair
        moves) when ``K <= per_m_max_users``; for larger K, the top-m search for fixed lengths
@@ -376,11 +378,15 @@ def solve_uldl_optimal(scenario: Scenario, L_max: int = 16, exact_max_users: int
     Every step keeps the best point found and the all-UL / all-DL points are candidates, so the
     result is never worse than all-UL or all-DL with the same greedy length search.
     """
+    from .heterogeneous import solve_heterogeneous_sync
+
     t = time.perf_counter()
     prob = Problem(scenario, L_max)
     K = prob.K
     ends = np.array([np.zeros(K, bool), np.ones(K, bool)])
-    L_end, G_end = greedy_lengths(prob, ends)
+    # paper 1's lengths are optimal for all-UL (its round is ours with every device in UL)
+    L_p1 = np.array(solve_heterogeneous_sync(scenario, L_max).draft_lengths)
+    L_end, G_end = greedy_lengths(prob, ends, L_init=L_p1)
     j = int(np.argmax(G_end))
     L, ul, G = L_end[j], ends[j], float(G_end[j])
     if K <= per_m_max_users:
