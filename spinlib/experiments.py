@@ -141,7 +141,7 @@ def records_frame(records: list[dict], relative_to: str | None = None):
 # Uplink or downlink (paper 2, notebook 06)
 # ----------------------------------------------------------------------------------------------
 ULDL_KNOBS = ("dl_power_dbm", "num_users", "vocab_size", "bits_per_prob", "cell_radius_m", "top_k")
-ULDL_RECORD_VERSION = 2  # 2: uldl-optimal starts from paper 1's lengths
+ULDL_RECORD_VERSION = 3  # 2: uldl-optimal starts from paper 1's lengths; 3: L_init is an extra start
 
 
 def make_uldl_scenario(knob: str, value, seed: int, *, num_users: int = 8, dl_power_dbm: float = 30.0,

@@ -122,9 +122,9 @@ def greedy_lengths(prob: Problem, ul, L_init=None, max_sweeps: int = 50, pair_ma
     are tried (all devices at or above / at or below a length level +-1 together; pairs of devices
     +-1 for ``K <= pair_max_users``): a
     synchronous round couples the devices through the makespan, and single-device moves alone
-    stop early. Starts from the best common length (and from ``L_init`` where that is better), so
-    the result is never worse than either. The ascent runs from the ``starts`` best common lengths
-    (one batch; default 3 for K <= 16, else 1) and keeps the best end point. A move must gain
+    stop early. The ascent runs, in one batch, from the ``starts`` best common lengths (default 3
+    for K <= 16, else 1) and from ``L_init`` (an extra start), and keeps the best end point, so the
+    result is never worse than any start. A move must gain
     more than 1e-10 relative. Returns ``L [M, K]`` and the goodput ``G [M]``.
     """
     ul0 = np.atleast_2d(np.asarray(ul, dtype=bool))
@@ -133,17 +133,18 @@ def greedy_lengths(prob: Problem, ul, L_init=None, max_sweeps: int = 50, pair_ma
     Ls = np.arange(prob.L_max + 1)
     common = np.broadcast_to(Ls[None, :, None], (M0, Ls.size, K))
     G_all = prob.goodput(common, ul0[:, None, :])
-    n_starts = max(1, min(starts, Ls.size))
-    top = np.argsort(-G_all, axis=1, kind="stable")[:, :n_starts]  # [M0, starts]
+    n_common = max(1, min(starts, Ls.size))
+    top = np.argsort(-G_all, axis=1, kind="stable")[:, :n_common]  # [M0, n_common]
+    L = np.repeat(Ls[top][:, :, None], K, axis=2)  # [M0, n_common, K]
+    G = np.take_along_axis(G_all, top, axis=1)
+    if L_init is not None:  # one more start per row
+        L0 = np.broadcast_to(np.asarray(L_init, dtype=int), (M0, K))
+        L = np.concatenate([L, L0[:, None, :]], axis=1)
+        G = np.concatenate([G, prob.goodput(L0, ul0)[:, None]], axis=1)
+    n_starts = L.shape[1]
+    L, G = L.reshape(-1, K).copy(), G.reshape(-1)
     ul = np.repeat(ul0, n_starts, axis=0)
     M = ul.shape[0]
-    L = np.repeat(Ls[top.reshape(-1)][:, None], K, axis=1)
-    G = np.take_along_axis(G_all, top, axis=1).reshape(-1)
-    if L_init is not None:
-        L0 = np.repeat(np.broadcast_to(np.asarray(L_init, dtype=int), (M0, K)), n_starts, axis=0)
-        G0 = prob.goodput(L0, ul)
-        better = G0 > G
-        L[better], G[better] = L0[better], G0[better]
     rows = np.arange(M)
     for _ in range(max_sweeps):
         changed = False
