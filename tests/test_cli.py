@@ -76,3 +76,40 @@ def test_bad_input_is_one_line(tmp_path, args, content, match):
     assert "Traceback" not in r.stderr
     assert match in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_uldl_policies_and_evaluate(tmp_path):
+    s = tmp_path / "s.json"
+    assert run("scenario", "--users", "5", "--seed", "3", "-o", str(s)).returncode == 0
+    r = run("solve", str(s), "--policy", "uldl-optimal", "--L-max", "6", "--json")
+    assert r.returncode == 0, r.stderr
+    alloc = json.loads(r.stdout)
+    assert len(alloc["modes"]) == 5 and set(alloc["modes"]) <= {"UL", "DL"}
+    assert all(p == 0 for p, m in zip(alloc["dl_power_w"], alloc["modes"]) if m == "UL")
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(alloc))
+    ev = json.loads(run("evaluate", str(s), "--allocation", str(a), "--json").stdout)
+    assert ev["goodput_tokens_per_s"] == pytest.approx(alloc["goodput_tokens_per_s"], rel=1e-12)
+    assert ev["modes"] == alloc["modes"] and len(ev["downlink_time_s"]) == 5
+    # refuses 2^K search beyond K = 12, with one line
+    big = tmp_path / "big.json"
+    assert run("scenario", "--users", "13", "-o", str(big)).returncode == 0
+    r = run("solve", str(big), "--policy", "uldl-exhaustive")
+    assert r.returncode == 2 and "K <= 12" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_emulate(tmp_path):
+    s = tmp_path / "s.json"
+    assert run("scenario", "--users", "4", "--seed", "2", "-o", str(s)).returncode == 0
+    r = run("emulate", str(s), "--policy", "heterogeneous-sync", "--rounds", "3000", "--seed", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["ci_low"] <= out["predicted_tokens_per_s"] <= out["ci_high"]
+    assert len(out["user_goodput"]) == 4 and sum(out["phase_shares"].values()) > 0
+    assert out["goodput_tokens_per_s"] == pytest.approx(sum(out["user_goodput"]), rel=1e-9)
+    r = run("emulate", str(s), "--policy", "heterogeneous-async", "--rounds", "200", "--fading", "markov", "--json")
+    assert r.returncode == 0 and "queue" in json.loads(r.stdout)["phase_shares"]
+    r = run("emulate", str(s), "--policy", "homogeneous", "--rounds", "1")
+    assert r.returncode == 2 and "rounds" in r.stderr
+    r = run("emulate", str(s), "--rounds", "10")
+    assert r.returncode == 2 and "--policy" in r.stderr

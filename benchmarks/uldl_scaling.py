@@ -1,0 +1,64 @@
+"""Solve time of the UL/DL policies vs the number of devices (notebook 06's base cell).
+
+Usage: ``.venv/bin/python benchmarks/uldl_scaling.py [--quick]``; writes
+``results/benchmarks/uldl_scaling.json``. Times in seconds, best of ``rep`` runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from spinlib.cache import atomic_write_text
+from spinlib.control import solve
+from spinlib.control.power import min_max_downlink_power
+from spinlib.control.reference import downlink_power_cvxpy
+from spinlib.experiments import make_uldl_scenario
+from spinlib.paths import RESULTS
+
+BASE = dict(preset="qwen-7b-l4", payload_mode="topk", top_k=1024, bits_per_prob=16, dl_power_dbm=30.0)
+
+
+def best(fn, rep):
+    ts = []
+    for _ in range(rep):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return min(ts)
+
+
+def main(quick: bool) -> dict:
+    rows = []
+    for K in ([4, 8, 16, 32] if quick else [4, 8, 16, 32, 100, 300]):
+        s = make_uldl_scenario("num_users", K, K, **BASE)
+        row = {"K": K, "uldl-optimal": best(lambda: solve(s, "uldl-optimal", L_max=12), 1 if K > 32 else 2),
+               "all-dl": best(lambda: solve(s, "all-dl", L_max=12), 1)}
+        if K <= 10:
+            row["uldl-exhaustive"] = best(lambda: solve(s, "uldl-exhaustive", L_max=12), 1)
+        rows.append(row)
+        print(row, flush=True)
+    power = []
+    rng = np.random.default_rng(0)
+    for K in (10, 100, 1000, 10000):
+        s = make_uldl_scenario("num_users", K, K, **BASE)
+        d = rng.uniform(1e3, 1e5, K)
+        c = np.zeros(K)
+        row = {"K": K, "dl_power_root_s": best(lambda: min_max_downlink_power(s, d, c), 5)}
+        if K <= 1000:
+            row["dl_power_cvxpy_s"] = best(lambda: downlink_power_cvxpy(s, d, c), 1)
+        power.append(row)
+        print(row, flush=True)
+    return {"policies": rows, "dl_power": power}
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    out = main(ap.parse_args().quick)
+    path = RESULTS / "benchmarks" / "uldl_scaling.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(out, indent=2) + "\n")
+    print("wrote", path)
