@@ -387,6 +387,7 @@ def _emulate_sync(scenario, alloc, tr, h, cfg, confidence):
             if dl[r, k] > 0:
                 timeline.append({"user": k, "phase": "downlink", "start": v0 + t_ver[r],
                                  "end": v0 + t_ver[r] + dl[r, k]})
+            timeline.append({"user": k, "phase": "feedback+access", "start": t + T[r] - over, "end": t + T[r]})
         t += T[r]
     shares = {"draft+uplink (makespan)": float(D.sum() / total), "verification": float(t_ver.sum() / total),
               "downlink": float(E.sum() / total), "feedback+access": float(R * over / total),
@@ -445,7 +446,8 @@ def _emulate_async(scenario, alloc, tr, h, cfg, confidence):
                     timeline += [{"user": i, "phase": "draft", "start": r0, "end": r0 + tr.draft_s[j[i], i]},
                                  {"user": i, "phase": "uplink", "start": r0 + tr.draft_s[j[i], i], "end": t_i},
                                  {"user": i, "phase": "queue", "start": t_i, "end": start},
-                                 {"user": i, "phase": "verify", "start": start, "end": end}]
+                                 {"user": i, "phase": "verify", "start": start, "end": end},
+                                 {"user": i, "phase": "feedback+access", "start": end, "end": end + over}]
                 j[i] += 1
                 if j[i] < R:
                     heapq.heappush(heap, (end + over + pre[j[i], i], i))
