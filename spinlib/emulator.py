@@ -25,9 +25,12 @@ emulator executes an allocation (from any policy) instead:
   time scaled by each device's speed factor ``tau_k / min_j tau_j`` (the fastest device drafts
   at this machine's speed) and the batch's verification as the sum of the measured passes.
 
-Real mode runs verification as one cached target pass per user and round (the engine's), not as
-one padded multi-user forward pass; the batch's *time* comes from ``T_ver`` (or from the sum of
-the measured per-user passes), which is what the goodput depends on.
+In real mode, synchronous policies run :func:`spinlib.sd.batched.batched_sync_generate`: every
+round, each user drafts with its own cached draft model and the target verifies all users'
+drafts in **one batched forward pass** (left-padded rows, no target cache across rounds);
+asynchronous policies run each user's own engine (one cached target pass per draft, as the
+server verifies drafts on arrival). The batch's *time* comes from ``T_ver`` (``compute="model"``)
+or from the measured pass (``compute="measured"``).
 """
 from __future__ import annotations
 
@@ -256,7 +259,8 @@ def real_prompts(num_users: int) -> list[str]:
 
 def real_trace(scenario: Scenario, alloc: Allocation, cfg: EmulatorConfig, progress: bool = False) -> _Trace:
     """Every user runs the real pair on its own prompt (Spec-Bench, tasks cycled) for
-    ``cfg.rounds`` rounds of its draft length; the rounds are replayed by the emulator."""
+    ``cfg.rounds`` rounds of its draft length (synchronous policies: all users together, one
+    batched target pass per round); the rounds are replayed on the emulator's clock."""
     import torch
     from tqdm import tqdm
 
@@ -279,14 +283,25 @@ def real_trace(scenario: Scenario, alloc: Allocation, cfg: EmulatorConfig, progr
     cols = {n: np.zeros((R, K)) for n in ("drafted", "accepted", "bits_up", "bits_down", "draft_s", "verify_s")}
     outputs, done = [], np.full(K, R)
     modes = alloc.modes or ("UL",) * K
-    for k in tqdm(range(K), desc="real users", disable=not progress, leave=False):
-        L = int(alloc.draft_lengths[k])
-        ids = encode(tok, prompts[k], chat=True)
-        out, rr = speculative_generate(target, draft, ids, max_new_tokens=R * (L + 1), draft_length=L,
-                                       temperature=cfg.temperature,
-                                       generator=torch.Generator().manual_seed(cfg.seed + k),
-                                       mode=modes[k].lower(), payload=payload)
-        outputs.append(out)
+    ids_all = [encode(tok, prompts[k], chat=True) for k in range(K)]
+    if alloc.round_model == "sync":  # one real batched target pass per round for all users
+        from .sd.batched import batched_sync_generate
+
+        outputs, recs, _ = batched_sync_generate(
+            target, draft, ids_all, [int(x) for x in alloc.draft_lengths], R, temperature=cfg.temperature,
+            seed=cfg.seed, modes=[m.lower() for m in modes], payload=payload,
+            pad_id=tok.pad_token_id if tok.pad_token_id is not None else 0)
+    else:  # asynchronous: each user's own rounds, verified one draft at a time
+        recs = []
+        for k in tqdm(range(K), desc="real users", disable=not progress, leave=False):
+            L = int(alloc.draft_lengths[k])
+            out, rr = speculative_generate(target, draft, ids_all[k], max_new_tokens=R * (L + 1), draft_length=L,
+                                           temperature=cfg.temperature,
+                                           generator=torch.Generator().manual_seed(cfg.seed + k),
+                                           mode=modes[k].lower(), payload=payload)
+            outputs.append(out)
+            recs.append(rr)
+    for k, rr in enumerate(recs):
         n = min(len(rr), R)
         done[k] = n
         for j, r in enumerate(rr[:n]):
@@ -306,6 +321,8 @@ def real_trace(scenario: Scenario, alloc: Allocation, cfg: EmulatorConfig, progr
         cut["verify_s"] = None
     else:  # measured on this machine, scaled by each device's speed factor tau_k / min_j tau_j
         cut["draft_s"] = cut["draft_s"] * (scenario.tau / scenario.tau.min())
+    if cut["verify_s"] is not None and alloc.round_model == "sync":
+        cut["verify_s"] = cut["verify_s"] / K  # every user's record holds the whole batch's time
     t = _Trace(drafted=cut["drafted"].astype(int), accepted=cut["accepted"].astype(int), bits_up=cut["bits_up"],
                bits_down=cut["bits_down"], draft_s=cut["draft_s"], verify_s=cut["verify_s"], outputs=outputs)
     return t

@@ -91,6 +91,61 @@ def _sample(p: torch.Tensor, g: torch.Generator) -> int:
     return int(torch.multinomial(p.float(), 1, generator=g))
 
 
+def draft_tokens(D: CachedLM, seq: list[int], L: int, greedy: bool, temperature: float, g):
+    """Step 1: the draft proposes ``L`` tokens after ``seq`` (its cache catches up first).
+
+    Returns the tokens and, when sampling, the draft distributions ``q_i`` they were drawn from.
+    """
+    drafts, qs = [], []
+    if L > 0:
+        logits = D.catch_up(seq)
+        for i in range(L):
+            if greedy:
+                x = int(torch.argmax(logits))
+            else:
+                q = _probs(logits, temperature)
+                x = _sample(q, g)
+                qs.append(q)
+            drafts.append(x)
+            if i < L - 1:
+                logits = D.feed([x], keep=1)[-1]
+    return drafts, qs
+
+
+def accept_drafts(logits: torch.Tensor, drafts: list[int], qs, greedy: bool, temperature: float, g):
+    """Steps 3: accept/reject ``drafts`` against the target logits ``[L+1, V]`` of their positions.
+
+    Returns the committed tokens (accepted drafts + the correction or bonus token) and the
+    number accepted.
+    """
+    L = len(drafts)
+    accepted = 0
+    new: list[int] = []
+    for i, x in enumerate(drafts):
+        if greedy:
+            ok = x == int(torch.argmax(logits[i]))
+        else:
+            p = _probs(logits[i], temperature)
+            ratio = float(p[x] / qs[i][x])
+            ok = float(torch.rand((), generator=g, dtype=torch.float64)) < min(1.0, ratio)
+        if not ok:
+            break
+        accepted += 1
+        new.append(x)
+    j = accepted
+    if greedy:
+        new.append(int(torch.argmax(logits[j])))
+    else:
+        p = _probs(logits[j], temperature)
+        if j < L:  # residual max(0, p - q), renormalised
+            r = torch.clamp(p - qs[j], min=0.0)
+            s = float(r.sum())
+            new.append(_sample(r / s, g) if s > 0 else _sample(p, g))
+        else:
+            new.append(_sample(p, g))
+    return new, accepted
+
+
 @dataclass
 class RoundRecord:
     """One round: what was drafted, accepted and carried over the air."""
@@ -161,45 +216,10 @@ def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens
     while n_new < max_new_tokens:
         L = min(draft_length, max_new_tokens - n_new - 1)
         t0 = time.perf_counter()
-        drafts, qs = [], []
-        if L > 0:
-            logits = D.catch_up(seq)
-            for i in range(L):
-                if greedy:
-                    x = int(torch.argmax(logits))
-                else:
-                    q = _probs(logits, temperature)
-                    x = _sample(q, g)
-                    qs.append(q)
-                drafts.append(x)
-                if i < L - 1:
-                    logits = D.feed([x], keep=1)[-1]
+        drafts, qs = draft_tokens(D, seq, L, greedy, temperature, g)
         t1 = time.perf_counter()
         logits = T.feed(seq[len(T):] + drafts, keep=L + 1)
-        accepted = 0
-        new: list[int] = []
-        for i, x in enumerate(drafts):
-            if greedy:
-                ok = x == int(torch.argmax(logits[i]))
-            else:
-                p = _probs(logits[i], temperature)
-                ratio = float(p[x] / qs[i][x])
-                ok = float(torch.rand((), generator=g, dtype=torch.float64)) < min(1.0, ratio)
-            if not ok:
-                break
-            accepted += 1
-            new.append(x)
-        j = accepted
-        if greedy:
-            new.append(int(torch.argmax(logits[j])))
-        else:
-            p = _probs(logits[j], temperature)
-            if j < L:  # residual max(0, p - q), renormalised
-                r = torch.clamp(p - qs[j], min=0.0)
-                s = float(r.sum())
-                new.append(_sample(r / s, g) if s > 0 else _sample(p, g))
-            else:
-                new.append(_sample(p, g))
+        new, accepted = accept_drafts(logits, drafts, qs, greedy, temperature, g)
         t2 = time.perf_counter()
         stop_at = next((k for k, x in enumerate(new) if x in stop_ids), None)
         if stop_at is not None:

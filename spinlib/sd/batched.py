@@ -1,0 +1,72 @@
+"""Synchronous multi-user speculative decoding: every round, one batched target pass for all users.
+
+Each user drafts ``L_k`` tokens with its own KV-cached copy of the draft model; the target then
+scores every user's committed sequence plus its drafts in **one** forward pass over the
+left-padded batch (attention mask and position ids per row), and each user accepts or rejects
+its drafts exactly as in :func:`spinlib.sd.engine.speculative_generate` (greedy or speculative
+sampling). The target keeps no KV cache across rounds here -- rows grow and shrink independently,
+so each round re-scores the full sequences (more compute than a cached pass, but one real
+batched pass, as the synchronous round model assumes). ``logits_to_keep`` limits the output
+head to the last ``max_k L_k + 1`` positions.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ..scenario import Payload, ValidationError
+from .engine import CachedLM, RoundRecord, accept_drafts, draft_tokens, round_bits
+
+
+@torch.no_grad()
+def batched_sync_generate(target, draft, prompts: list[list[int]], draft_lengths: list[int], rounds: int, *,
+                          temperature: float = 0.0, seed: int = 0, modes: list[str] | None = None,
+                          payload: Payload | None = None, pad_id: int = 0):
+    """Run ``rounds`` synchronous rounds for all users; returns ``(outputs, records, batch_s)``.
+
+    ``outputs[k]``: user k's new tokens; ``records[k]``: its :class:`RoundRecord` list (the
+    ``verify_s`` of every user of a round is the batched pass's time); ``batch_s[r]``: the time
+    of round r's batched target pass on this machine.
+    """
+    K = len(prompts)
+    if len(draft_lengths) != K:
+        raise ValidationError(f"draft_lengths has {len(draft_lengths)} entries for {K} prompts")
+    if any(not p for p in prompts):
+        raise ValidationError("every prompt needs at least one token")
+    modes = modes or ["ul"] * K
+    greedy = temperature == 0
+    gens = [torch.Generator().manual_seed(seed + k) for k in range(K)]
+    drafts_lm = [CachedLM(draft) for _ in range(K)]
+    seqs = [list(p) for p in prompts]
+    starts = [len(p) for p in prompts]
+    records: list[list[RoundRecord]] = [[] for _ in range(K)]
+    batch_s = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        proposals = []
+        for k in range(K):
+            proposals.append(draft_tokens(drafts_lm[k], seqs[k], draft_lengths[k], greedy, temperature, gens[k]))
+        t1 = time.perf_counter()
+        rows = [seqs[k] + proposals[k][0] for k in range(K)]
+        n = max(len(r) for r in rows)
+        keep = max(draft_lengths) + 1
+        ids = torch.full((K, n), pad_id, dtype=torch.long)
+        mask = torch.zeros((K, n), dtype=torch.long)
+        for k, r in enumerate(rows):
+            ids[k, n - len(r):] = torch.tensor(r)
+            mask[k, n - len(r):] = 1
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        logits = target(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False,
+                        logits_to_keep=keep).logits  # [K, keep, V]
+        t2 = time.perf_counter()
+        batch_s.append(t2 - t1)
+        for k in range(K):
+            L = draft_lengths[k]
+            drafted, qs = proposals[k]
+            new, accepted = accept_drafts(logits[k, keep - (L + 1):], drafted, qs, greedy, temperature, gens[k])
+            seqs[k].extend(new)
+            drafts_lm[k].crop(len(seqs[k]) - 1)
+            up, down = round_bits(modes[k], L, accepted, payload or Payload(2, "ids", 16, 1), greedy)
+            records[k].append(RoundRecord(L, accepted, len(new), up, down, modes[k], (t1 - t0) / K, t2 - t1))
+    return [seqs[k][starts[k]:] for k in range(K)], records, batch_s
