@@ -8,7 +8,7 @@ the homogeneous round when all ``L_k`` are equal)::
     G_sync = sum_k E[N_k](L_k) / T                                goodput [token/s]
 
 Asynchronous rounds (model (B): each user runs its own rounds, the server verifies each draft on
-arrival, queueing ignored -- the emulator of issue 6 measures what that leaves out)::
+arrival, queueing ignored -- the emulator (:mod:`spinlib.emulator`, notebook 07) measures what that leaves out)::
 
     T_k     = L_k tau_k + L_k S / R_k(b_k) + T_ver(L_k + 1) + T_fb + T_acc
     G_async = sum_k E[N_k](L_k) / T_k,     server utilisation rho = sum_k T_ver(L_k + 1) / T_k

@@ -22,7 +22,7 @@ round (model A of paper 1, with the DL phase after verification)::
     G    = sum_k E[N_k](L_k) / T.
 
 Using the *expected* DL bits inside the max is our modelling choice (the papers' round-time
-model is not public); the testbed (issue 6) plays out the real, random DL payloads.
+model is not public); the testbed (:mod:`spinlib.emulator`, notebook 07) plays out the real, random DL payloads.
 """
 from __future__ import annotations
 
