@@ -168,6 +168,55 @@ def _async_best_response(rates: RateModel, mu, N, A, C, b_max: float, iters: int
     return np.where(C > 0, b, 0.0)
 
 
+def _async_kkt_newton(rates: RateModel, B: float, N, A, C, max_iter: int = 30):
+    """Newton on the KKT system in ``x = log b`` (Shannon rates; rows ``[M, K]``).
+
+    With R'(0) = inf every drafting user's optimal share is interior, so ``h_k'(e^{x_k}) = mu`` and
+    ``sum_k e^{x_k} = B`` is a smooth system; its Jacobian is diagonal plus one bordering row and
+    column, so each step costs O(K): ``D_k = h_k''(b_k) b_k``, ``r_k = h_k' - mu``,
+    ``dmu = (sum b r / D - (sum b - B)) / sum b / D``, ``dx = (dmu - r) / D``, damped to at most
+    4 in log b. Started from the linear-rate closed form ``b_k = (s sqrt(N_k C_k c_k) - C_k)/(A_k c_k)``.
+    Returns ``b`` and a per-row convergence flag (steps below 1e-11 in log b).
+    """
+    act = C > 0
+    Cs = np.where(act, C, 1.0)
+    c = np.where(act, rates.c, 1.0)
+    w = np.where(act, np.sqrt(N * Cs * c) / (A * c), 0.0)
+    off = np.where(act, Cs / (A * c), 0.0)
+    s = (B + off.sum(-1, keepdims=True)) / np.maximum(w.sum(-1, keepdims=True), 1e-300)
+    b = np.where(act, np.maximum(s * w - off, B * 1e-6), 0.0)
+    tot = b.sum(-1, keepdims=True)
+    b = np.where(act, b * (B / np.where(tot > 0, tot, 1.0)), 1.0)
+    x = np.log(b)
+    conv = ~act.any(-1)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        R, dR = rates.rate(b), rates.derivative(b)
+        hp = N * Cs * dR / (A * R + Cs) ** 2
+        n_act = np.maximum(act.sum(-1, keepdims=True), 1)
+        mu = np.exp(np.where(act, np.log(hp), 0.0).sum(-1, keepdims=True) / n_act)
+        for _ in range(max_iter):
+            b = np.exp(x)
+            R, dR, d2R = rates.rate(b), rates.derivative(b), rates.second_derivative(b)
+            AR = A * R + Cs
+            hp = N * Cs * dR / AR**2
+            D = np.where(act, N * Cs * (d2R * AR - 2.0 * A * dR * dR) / AR**3 * b, -1.0)
+            r = np.where(act, hp - mu, 0.0)
+            bb = np.where(act, b, 0.0)
+            dmu = ((bb * r / D).sum(-1, keepdims=True) - (bb.sum(-1, keepdims=True) - B)) \
+                / (bb / D).sum(-1, keepdims=True)
+            dmu = np.where(conv[..., None], 0.0, dmu)
+            dx = np.where(act & ~conv[..., None], (dmu - r) / D, 0.0)
+            scale = np.minimum(1.0, 4.0 / np.maximum(np.abs(dx).max(-1, keepdims=True), 1e-300))
+            scale = np.minimum(scale, np.where(dmu < 0, 0.9 * mu / np.maximum(-dmu, 1e-300), 1.0))
+            x = x + scale * dx
+            mu = mu + scale * dmu
+            conv = conv | (np.abs(scale * dx).max(-1) < 1e-11)
+            if conv.all():
+                break
+    ok = conv & np.all(np.isfinite(x) | ~act, axis=-1)
+    return np.where(act, np.exp(x), 0.0), ok
+
+
 def async_optimal_bandwidth(scenario: Scenario, L, tokens, rates: RateModel | None = None):
     """Optimal bandwidth for fixed lengths under asynchronous rounds (batched over ``[..., K]``).
 
@@ -185,13 +234,33 @@ def async_optimal_bandwidth(scenario: Scenario, L, tokens, rates: RateModel | No
     goodput : ndarray [...]
         ``sum_k N_k / T_k`` [token/s].
 
-    The multiplier mu of the budget solves ``sum_k b_k(mu) = B`` (decreasing in mu); it is found in
-    log mu by safeguarded Newton on ``log(sum_k b_k / B)`` (derivative from ``db_k/dmu = 1/h_k''``), each ``b_k(mu)`` by :func:`_async_best_response`.
+    Shannon rates: Newton on the KKT system in log b (:func:`_async_kkt_newton`; every share is
+    interior since R'(0) = inf). Rows it does not settle in 30 steps, and the linear model (whose
+    optimum can leave a user at b = 0), use the multiplier search: the multiplier mu of the budget
+    solves ``sum_k b_k(mu) = B`` (decreasing in mu), found in log mu by safeguarded Newton on
+    ``log(sum_k b_k / B)`` (derivative from ``db_k/dmu = 1/h_k''``), each ``b_k(mu)`` by
+    :func:`_async_best_response`.
     """
     rates = rates or RateModel.of(scenario)
     B = scenario.radio.bandwidth_hz
     L = np.asarray(L)
     N = np.asarray(tokens, dtype=float)
+    if rates.kind == "shannon" and L.size:
+        A, C = _async_terms(scenario, L)
+        A2, C2, N2 = (np.broadcast_to(v, L.shape).reshape(-1, L.shape[-1]) for v in (A, C, N))
+        b, ok = _async_kkt_newton(rates, B, N2, A2, C2)
+        if not ok.all():  # rows the Newton iteration did not settle: the multiplier search
+            b[~ok] = _async_multiplier_split(scenario, L.reshape(-1, L.shape[-1])[~ok], N2[~ok], rates)
+        tot = b.sum(-1, keepdims=True)
+        b = np.where(tot > 0, b * (B / np.where(tot > 0, tot, 1.0)), 0.0).reshape(L.shape)
+        return b, async_goodput(scenario, L, N, b, rates)
+    b = _async_multiplier_split(scenario, L, N, rates)
+    return b, async_goodput(scenario, L, N, b, rates)
+
+
+def _async_multiplier_split(scenario: Scenario, L, N, rates: RateModel):
+    """The multiplier search of :func:`async_optimal_bandwidth` (any rate model, corners included)."""
+    B = scenario.radio.bandwidth_hz
     A, C = _async_terms(scenario, L)
     with np.errstate(divide="ignore", invalid="ignore"):
         m_full = np.where(C > 0, _async_marginal(rates, np.full(L.shape, B), N, A, C), np.inf)
@@ -221,9 +290,8 @@ def async_optimal_bandwidth(scenario: Scenario, L, tokens, rates: RateModel | No
     s = np.where(f > 0, hi_s, s)  # end on the side where sum_k b_k <= B
     b = _async_best_response(rates, np.exp(np.asarray(s))[..., None], N, A, C, B, t_init=last_t[0])
     # the root is approached from within the budget: hand the remainder out in proportion
-    tot = b.sum(axis=-1, keepdims=True)
-    b = np.where(tot > 0, b * (B / np.where(tot > 0, tot, 1.0)), 0.0)
-    return b, async_goodput(scenario, L, N, b, rates)
+    tot = b.sum(-1, keepdims=True)
+    return np.where(tot > 0, b * (B / np.where(tot > 0, tot, 1.0)), 0.0)
 
 
 def async_goodput(scenario: Scenario, L, tokens, b, rates: RateModel | None = None):
