@@ -6,11 +6,10 @@ Usage: ``.venv/bin/python benchmarks/emulator_speed.py [--quick]``; writes
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import time
 
-from spinlib.cache import atomic_write_text
+from spinlib.cache import write_summary
 from spinlib.control import solve
 from spinlib.emulator import EmulatorConfig, Fading, emulate
 from spinlib.paths import RESULTS
@@ -37,8 +36,4 @@ def main(quick: bool) -> dict:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    out = main(ap.parse_args().quick)
-    path = RESULTS / "benchmarks" / "emulator_speed.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(out, indent=2) + "\n")
-    print("wrote", path)
+    print("wrote", write_summary("emulator_speed", main(ap.parse_args().quick), RESULTS / "benchmarks"))

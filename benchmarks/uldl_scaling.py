@@ -6,12 +6,11 @@ Usage: ``.venv/bin/python benchmarks/uldl_scaling.py [--quick]``; writes
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import numpy as np
 
-from spinlib.cache import atomic_write_text
+from spinlib.cache import write_summary
 from spinlib.control import solve
 from spinlib.control.power import min_max_downlink_power
 from spinlib.control.reference import downlink_power_cvxpy
@@ -57,8 +56,4 @@ def main(quick: bool) -> dict:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    out = main(ap.parse_args().quick)
-    path = RESULTS / "benchmarks" / "uldl_scaling.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(out, indent=2) + "\n")
-    print("wrote", path)
+    print("wrote", write_summary("uldl_scaling", main(ap.parse_args().quick), RESULTS / "benchmarks"))

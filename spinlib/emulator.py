@@ -217,27 +217,25 @@ class _Trace:
 
 
 def synthetic_trace(scenario: Scenario, alloc: Allocation, cfg: EmulatorConfig, rng) -> _Trace:
-    from .uldl import parse_modes
+    from .uldl import mode_payload, parse_modes
 
     L = alloc.L
     R, K = cfg.rounds, scenario.num_users
     pi = _pi_for(scenario, max(int(L.max()), 1), cfg.acceptance)
     A = draw_accepted(L, pi, R, rng)
     drafted = np.broadcast_to(L, (R, K))
-    pay, dl = scenario.payload, scenario.downlink
     if alloc.modes is None:
-        up = drafted * pay.bits_per_token
+        up = drafted * scenario.payload.bits_per_token
         down = np.zeros((R, K))
-    else:
+    else:  # uplink as the model (spinlib.uldl); downlink: this round's realised payload
         ul = parse_modes(alloc.modes, K)
-        dist = pay.distribution_bits
-        if dl.variant == "reject":
-            up_dl = drafted * (pay.id_bits + pay.bits_per_prob)
+        S, _, _ = mode_payload(scenario, L, ul, pi)
+        up = drafted * S
+        dist = scenario.payload.distribution_bits
+        if scenario.downlink.variant == "reject":
             down_dl = np.where(A < drafted, dist, 0.0)
         else:
-            up_dl = drafted * pay.id_bits
             down_dl = (drafted + 1.0) * dist
-        up = np.where(ul, drafted * pay.bits_per_token, up_dl)
         down = np.where(ul | (drafted == 0), 0.0, down_dl)
     return _Trace(drafted=drafted, accepted=A, bits_up=up.astype(float), bits_down=down.astype(float),
                   draft_s=drafted * scenario.tau)
@@ -335,15 +333,9 @@ def _transfer_times(scenario: Scenario, alloc: Allocation, tr: _Trace, h: np.nda
     """Uplink ``[R, K]`` and downlink ``[R, K]`` times under the round's channel ``h``."""
     from .control.power import downlink_rate
 
-    rates = RateModel.of(scenario)
-    b = alloc.b
-    if rates.kind == "shannon":
-        a = scenario.snr_scale_hz[None, :] * h
-        with np.errstate(divide="ignore", invalid="ignore"):
-            R_up = np.where(b > 0, b * np.log1p(a / np.where(b > 0, b, 1.0)) / math.log(2), 0.0)
-    else:  # linear model: the spectral efficiency at the equal share, scaled by the fading
-        c = np.log2(1.0 + scenario.snr_scale_hz[None, :] * h * scenario.num_users / scenario.radio.bandwidth_hz)
-        R_up = b * c
+    # the scenario's rate model with this round's SNR scale a_k h (the linear model's efficiency
+    # at the equal share is recomputed from the faded SNR)
+    R_up = RateModel(scenario.radio.rate_model, scenario.snr_scale_hz * h, scenario.radio.bandwidth_hz).rate(alloc.b)
     with np.errstate(divide="ignore", invalid="ignore"):
         up = np.where(tr.bits_up > 0, tr.bits_up / R_up, 0.0)
     down = np.zeros_like(up)
@@ -353,10 +345,7 @@ def _transfer_times(scenario: Scenario, alloc: Allocation, tr: _Trace, h: np.nda
 
         ul = parse_modes(alloc.modes, scenario.num_users)
         n_dl = int(np.count_nonzero(~ul & (alloc.L > 0)))
-        p = np.array(alloc.dl_power_w)
-        W = scenario.downlink.bandwidth_hz / max(n_dl, 1)
-        a_w = scenario.gain / scenario.radio.noise_psd_w_per_hz
-        r_dl = W * np.log1p(p[None, :] * a_w[None, :] * h / W) / math.log(2)
+        r_dl = downlink_rate(scenario, np.array(alloc.dl_power_w), n_dl, fading=h)
         with np.errstate(divide="ignore", invalid="ignore"):
             down = np.where(tr.bits_down > 0, tr.bits_down / r_dl, 0.0)
         if scenario.downlink.variant == "reject":
@@ -384,7 +373,7 @@ def _emulate_sync(scenario, alloc, tr, h, cfg, confidence):
     D = ready.max(axis=1)
     srv = scenario.server
     if tr.verify_s is not None:
-        t_ver = tr.verify_s.sum(axis=1)  # measured: the per-user passes, back to back
+        t_ver = tr.verify_s.sum(axis=1)  # measured: the users' shares of the round's batched pass
     else:
         t_ver = srv.t0_s + srv.t1_s_per_token * (tr.drafted.sum(axis=1) + K)
     E = dl.max(axis=1)
@@ -524,13 +513,3 @@ def emulate(scenario: Scenario, alloc: Allocation, cfg: EmulatorConfig | None = 
         info={"round_model": alloc.round_model, "policy": alloc.policy, "fading": cfg.fading.model,
               "acceptance": "real" if cfg.real_models else cfg.acceptance, "server": cfg.server},
     )
-
-
-def phase_shares_predicted(scenario: Scenario, alloc: Allocation) -> dict:
-    """The analytical model's phase shares of one round (sync: of T)."""
-    ev = evaluate(scenario, alloc)
-    T = float(ev.round_time_s[0])
-    D = float(np.max(ev.draft_time_s + ev.uplink_time_s))
-    E = float(np.max(ev.downlink_time_s)) if ev.downlink_time_s is not None else 0.0
-    return {"draft+uplink (makespan)": D / T, "verification": float(ev.verification_time_s[0]) / T,
-            "downlink": E / T, "feedback+access": (ev.feedback_time_s + ev.access_latency_s) / T}

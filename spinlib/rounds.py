@@ -82,21 +82,13 @@ class Allocation:
         if not int_ok.all() or (len(L) and not np.all((L_arr >= 0) & (L_arr <= L_MAX_ALLOWED))):
             for i, x in enumerate(L):  # slow path only to name the first bad entry
                 check_int_range(f"draft_lengths[{i}]", x, 0, L_MAX_ALLOWED)
-        try:
-            b_arr = np.array(b, dtype=float)
-            num_ok = not any(isinstance(x, (bool, str)) for x in b)
-        except (TypeError, ValueError):
-            b_arr, num_ok = np.array([]), False
-        if not num_ok or b_arr.shape != (len(b),) or not np.all(np.isfinite(b_arr) & (b_arr >= 0)):
-            for i, x in enumerate(b):
-                if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not math.isfinite(x) or x < 0:
-                    raise ValidationError(f"bandwidth_hz[{i}] must be a finite number >= 0, got {x!r}")
+        b = _nonnegative_floats("bandwidth_hz", b)
         if len(L) != len(b):
             raise ValidationError(
                 f"draft_lengths and bandwidth_hz must have the same length, got {len(L)} and {len(b)}"
             )
         object.__setattr__(self, "draft_lengths", tuple(int(x) for x in L))
-        object.__setattr__(self, "bandwidth_hz", tuple(float(x) for x in b))
+        object.__setattr__(self, "bandwidth_hz", b)
         if (self.modes is None) != (self.dl_power_w is None):
             raise ValidationError("modes and dl_power_w must be given together (UL/DL allocation)")
         if self.modes is not None:
@@ -104,13 +96,10 @@ class Allocation:
 
             parse_modes(self.modes, len(L))
             object.__setattr__(self, "modes", tuple(self.modes))
-            p = tuple(self.dl_power_w)
+            p = _nonnegative_floats("dl_power_w", self.dl_power_w)
             if len(p) != len(L):
                 raise ValidationError(f"dl_power_w has {len(p)} entries, draft_lengths has {len(L)}")
-            for i, x in enumerate(p):
-                if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not math.isfinite(x) or x < 0:
-                    raise ValidationError(f"dl_power_w[{i}] must be a finite number >= 0, got {x!r}")
-            object.__setattr__(self, "dl_power_w", tuple(float(x) for x in p))
+            object.__setattr__(self, "dl_power_w", p)
             if self.round_model != "sync":
                 raise ValidationError("UL/DL allocations use the synchronous round: round_model must be 'sync'")
 
@@ -155,6 +144,22 @@ class Allocation:
             return cls.from_dict(json.loads(text))
         except json.JSONDecodeError as e:
             raise ValidationError(f"allocation is not valid JSON: {e}") from None
+
+
+def _nonnegative_floats(name: str, values) -> tuple[float, ...]:
+    """``values`` as a tuple of floats, or a :class:`ValidationError` naming the first entry that
+    is not a finite number >= 0 (vectorised check first; the loop only names the culprit)."""
+    values = tuple(values)
+    try:
+        arr = np.array(values, dtype=float)
+        ok = not any(isinstance(x, (bool, str)) for x in values)
+    except (TypeError, ValueError):
+        arr, ok = np.array([]), False
+    if not ok or arr.shape != (len(values),) or not np.all(np.isfinite(arr) & (arr >= 0)):
+        for i, x in enumerate(values):
+            if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not math.isfinite(x) or x < 0:
+                raise ValidationError(f"{name}[{i}] must be a finite number >= 0, got {x!r}")
+    return tuple(float(x) for x in values)
 
 
 def _json_default(x):
@@ -216,12 +221,15 @@ def check_allocation(scenario: Scenario, alloc: Allocation) -> None:
             raise ValidationError(f"dl_power_w[{k}] is 0 but user {k} is in DL mode and drafts (needs p > 0)")
 
 
-def uplink_time(scenario: Scenario, L, b, rates: RateModel | None = None) -> np.ndarray:
-    """``L_k S / R_k(b_k)`` [s], 0 where ``L_k = 0``; ``inf`` where b_k = 0 and L_k > 0."""
+def uplink_time(scenario: Scenario, L, b, rates: RateModel | None = None, bits_per_token=None) -> np.ndarray:
+    """``L_k S_k / R_k(b_k)`` [s], 0 where ``L_k = 0``; ``inf`` where b_k = 0 and L_k > 0.
+
+    ``S`` is the scenario's payload per token, or ``bits_per_token`` per user (UL/DL modes).
+    """
     rates = rates or RateModel.of(scenario)
     L = np.asarray(L, dtype=float)
     R = rates.rate(np.asarray(b, dtype=float))
-    S = scenario.payload.bits_per_token
+    S = scenario.payload.bits_per_token if bits_per_token is None else np.asarray(bits_per_token, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = L * S / R
     return np.where(L > 0, t, 0.0)
@@ -304,15 +312,13 @@ def _evaluate_uldl(scenario: Scenario, alloc: Allocation) -> Evaluation:
     pi = accept_all_table(table)
     N = table[np.arange(K), L]
     S, _, _ = mode_payload(scenario, L, ul, pi)
-    R = RateModel.of(scenario).rate(b)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t_up = np.where(L > 0, L * S / R, 0.0)
+    t_up = uplink_time(scenario, L, b, bits_per_token=S)
     t_draft = L * scenario.tau
     t_dl = downlink_finish_times(scenario, L, ul, np.array(alloc.dl_power_w), pi)
     D = float(np.max(t_draft + t_up))
     E = float(np.max(t_dl))
     t_ver = float(scenario.server.verification_time(L.sum() + K))
-    T = D + t_ver + E + fixed_round_overhead(scenario)
+    T = float(sync_round_time(scenario, D, L.sum())) + E
     Tk = np.full(K, T)
     G = float(N.sum() / T)
     return Evaluation(

@@ -39,12 +39,15 @@ def _required_power(d, c, E, a_w, w):
     return p, dp
 
 
-def downlink_rate(scenario: Scenario, p, n_dl):
-    """``r_k = w log2(1 + p_k g_k / (N0 w))`` [bit/s] with ``w = W / n_DL`` (broadcasting)."""
+def downlink_rate(scenario: Scenario, p, n_dl, fading=1.0):
+    """``r_k = w log2(1 + p_k h g_k / (N0 w))`` [bit/s] with ``w = W / n_DL`` (broadcasting).
+
+    ``fading``: the power-gain factor ``h`` of the round (1 for the average channel).
+    """
     W = scenario.downlink.bandwidth_hz
     w = W / np.maximum(np.asarray(n_dl, dtype=float), 1.0)
     a_w = scenario.gain / scenario.radio.noise_psd_w_per_hz
-    return w * np.log1p(np.asarray(p, dtype=float) * a_w / w) / LN2
+    return w * np.log1p(np.asarray(p, dtype=float) * a_w * fading / w) / LN2
 
 
 def min_max_downlink_power(scenario: Scenario, dl_bits, correction_s):

@@ -42,7 +42,7 @@ import numpy as np
 
 from ..acceptance import tokens_table
 from ..channel import RateModel
-from ..rounds import Allocation, fixed_round_overhead
+from ..rounds import Allocation, sync_round_time
 from ..scenario import Scenario, ValidationError, check_int_range
 from ..uldl import accept_all_table, mode_names, mode_payload
 from .bandwidth import _required_bandwidth, min_makespan_bandwidth
@@ -77,8 +77,7 @@ class Problem:
         D, b = min_makespan_bandwidth(self.scenario, flat_L, self.rates, bits_per_token=S)
         E, p = min_max_downlink_power(self.scenario, d, c)
         N = self.table[np.arange(self.K), flat_L].sum(axis=-1)
-        T = D + self.scenario.server.verification_time(flat_L.sum(axis=-1) + self.K) + E \
-            + fixed_round_overhead(self.scenario)
+        T = sync_round_time(self.scenario, D, flat_L.sum(axis=-1)) + E
         shape = L.shape[:-1]
         return ((N / T).reshape(shape), np.reshape(D, shape), np.reshape(E, shape),
                 b.reshape(L.shape), p.reshape(L.shape))
