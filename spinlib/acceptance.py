@@ -66,16 +66,43 @@ def tokens_table(scenario, L_max: int) -> np.ndarray:
     return table
 
 
-def sample_tokens_per_round(alpha, L, rng: np.random.Generator, size=None):
-    """Draw ``N = 1 + min(first rejection, L)`` under i.i.d. Bernoulli(alpha) acceptances.
+def accept_all_table(table: np.ndarray) -> np.ndarray:
+    """``pi[k, L] = P(first L drafts all accepted) = E[N_k](L) - E[N_k](L-1)``, ``pi[k, 0] = 1``.
 
-    ``alpha`` and ``L`` broadcast to shape ``[K]``; returns ``[size..., K]`` integers.
-    The number of leading acceptances is geometric: ``P(A >= i) = alpha^i``.
+    ``table`` is :func:`tokens_table` (shape ``[K, L_max + 1]``).
     """
-    alpha = np.asarray(alpha, dtype=float)
+    pi = np.ones_like(table)
+    pi[:, 1:] = np.diff(table, axis=1)
+    return np.clip(pi, 0.0, 1.0)
+
+
+def prefix_table(scenario, L_max: int, acceptance: str = "profile") -> np.ndarray:
+    """``pi[k, i] = P(A_k >= i)`` for i = 0..L_max (shape ``[K, L_max + 1]``).
+
+    ``"profile"``: each user's measured prefix profile where it has one, else ``alpha_k^i``
+    (the model of :func:`tokens_table`); ``"iid"``: ``alpha_k^i`` for everyone.
+    """
+    if acceptance == "iid":
+        return scenario.alpha[:, None] ** np.arange(L_max + 1)[None, :]
+    if acceptance != "profile":
+        raise ValueError(f"acceptance must be 'iid' or 'profile', got {acceptance!r}")
+    return accept_all_table(tokens_table(scenario, L_max))
+
+
+def sample_accepted(L, pi_table: np.ndarray, rounds: int, rng: np.random.Generator) -> np.ndarray:
+    """Accepted drafts ``A[r, k]`` with ``P(A_k >= i) = pi_table[k, i]`` for ``i <= L_k`` (shape ``[rounds, K]``).
+
+    One uniform per round and user: ``A = #{i <= L_k : U < pi_i}``, exact because ``pi`` is
+    non-increasing in ``i``. The one acceptance sampler of the library: the Monte Carlo of
+    :func:`spinlib.rounds.simulate_rounds` and the testbed both call it, so both honour a
+    user's measured profile. Tokens of the round: ``N = 1 + A``.
+    """
     L = np.asarray(L, dtype=int)
-    shape = (() if size is None else tuple(np.atleast_1d(size))) + np.broadcast(alpha, L).shape
-    # first failure index ~ Geometric(1 - alpha) - 1 (numpy's geometric counts trials)
-    with np.errstate(divide="ignore"):
-        fails = rng.geometric(1.0 - np.broadcast_to(alpha, shape)) - 1
-    return 1 + np.minimum(fails, np.broadcast_to(L, shape))
+    K = L.size
+    L_max = pi_table.shape[1] - 1
+    if L.max(initial=0) > L_max:
+        raise ValueError(f"pi_table covers L <= {L_max}, L up to {int(L.max())} requested")
+    U = rng.random((rounds, K))
+    pos = np.arange(1, L_max + 1)
+    ok = (U[:, :, None] < pi_table[None, :, 1:]) & (pos[None, None, :] <= L[None, :, None])
+    return ok.sum(axis=2)

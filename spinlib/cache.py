@@ -32,9 +32,32 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-def config_key(name: str, config: dict) -> str:
-    blob = json.dumps({"name": name, "config": config}, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+def json_default(x):
+    """The one JSON encoder of the library (``json.dumps(..., default=json_default)``): NumPy
+    scalars and arrays, tuples and paths; anything else is an error, never a silent ``str``."""
+    import numpy as np
+
+    if isinstance(x, np.bool_):
+        return bool(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        return float(x)
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, Path):
+        return str(x)
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+def canonical_json(obj) -> str:
+    """Canonical JSON (sorted keys, :func:`json_default`) of ``obj``: what :func:`config_key` hashes."""
+    return json.dumps(obj, sort_keys=True, default=json_default)
+
+
+def config_key(config, length: int = 16) -> str:
+    """The one configuration hash: SHA-256 of :func:`canonical_json`, first ``length`` hex digits."""
+    return hashlib.sha256(canonical_json(config).encode()).hexdigest()[:length]
 
 
 def cached(
@@ -61,8 +84,8 @@ def cached(
         Defaults to ``results/cache`` (or ``$SPINLIB_CACHE_DIR``).
     """
     cache_dir = Path(cache_dir or os.environ.get("SPINLIB_CACHE_DIR", CACHE))
-    path = cache_dir / f"{name}-{config_key(name, config)}.json"
-    canon = json.loads(json.dumps(config, sort_keys=True, default=str))
+    path = cache_dir / f"{name}-{config_key({'name': name, 'config': config})}.json"
+    canon = json.loads(canonical_json(config))
     if not recompute and path.exists():
         try:
             stored = json.loads(path.read_text())
@@ -71,7 +94,7 @@ def cached(
         except (json.JSONDecodeError, KeyError):
             pass  # a corrupt entry is recomputed
     value = compute()
-    atomic_write_text(path, json.dumps({"name": name, "config": canon, "value": value}, sort_keys=True))
+    atomic_write_text(path, json.dumps({"name": name, "config": canon, "value": value}, sort_keys=True, default=json_default))
     return value
 
 
@@ -81,17 +104,5 @@ def write_summary(name: str, data: dict, directory: Path | None = None) -> Path:
 
     directory = Path(directory or RESULTS / "summaries")
     path = directory / f"{name}.json"
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=_jsonable) + "\n")
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=json_default) + "\n")
     return path
-
-
-def _jsonable(x):
-    import numpy as np
-
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.floating):
-        return float(x)
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    return str(x)

@@ -185,3 +185,17 @@ class RateModel:
             return shannon_bandwidth_for_rate(rate, self.a[idx])
         rate = np.asarray(rate, dtype=float)
         return rate / self.c[idx]
+
+
+# ----- downlink (paper 2) ----------------------------------------------------------------------
+def downlink_rate(scenario, p, n_dl, fading=1.0):
+    """``r_k = w log2(1 + p_k h g_k / (N0 w))`` [bit/s] with ``w = W / n_DL`` (broadcasting).
+
+    The DL-mode devices share the band ``W`` (``scenario.downlink.bandwidth_hz``) equally; ``p``
+    [W] is the base-station power given to each, ``g_k`` the (reciprocal) channel gain and
+    ``fading`` the power-gain factor ``h`` of the round (1 for the average channel).
+    """
+    W = scenario.downlink.bandwidth_hz
+    w = W / np.maximum(np.asarray(n_dl, dtype=float), 1.0)
+    a_w = scenario.gain / scenario.radio.noise_psd_w_per_hz
+    return w * np.log1p(np.asarray(p, dtype=float) * a_w * fading / w) / LN2

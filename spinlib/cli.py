@@ -33,9 +33,9 @@ def _positive_int(name):
 
 
 def _print_json(obj) -> None:
-    from .rounds import _json_default
+    from .cache import json_default
 
-    print(json.dumps(obj, indent=2, default=_json_default))
+    print(json.dumps(obj, indent=2, default=json_default))
 
 
 def cmd_scenario(args) -> int:
@@ -76,22 +76,50 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def _policy_kwargs(args) -> dict:
+    """The policy parameters the user gave on the command line (never the defaults): the named
+    options and every ``--set KEY=VALUE`` (VALUE parsed as JSON, else kept as a string)."""
+    kwargs = {}
+    for opt in ("L_max", "draft_length", "round_model"):
+        if getattr(args, opt, None) is not None:
+            kwargs[opt] = getattr(args, opt)
+    for item in args.set or ():
+        key, sep, text = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise ValidationError(f"--set takes KEY=VALUE with KEY a parameter name, got {item!r}")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        if key in kwargs:
+            raise ValidationError(f"parameter {key!r} given twice")
+        kwargs[key] = value
+    return kwargs
+
+
+def _load_plugins(args) -> None:
+    from .control import load_env_plugins, load_plugin
+
+    load_env_plugins()
+    for path in getattr(args, "plugin", None) or ():
+        load_plugin(path)
+
+
 def cmd_solve(args) -> int:
     from .control import POLICIES, solve
 
+    _load_plugins(args)
     if args.list_policies:
-        for name, (_, desc) in POLICIES.items():
-            print(f"{name:34s} {desc}")
+        for name, pol in POLICIES.items():
+            params = ", ".join(f"{k}={v!r}" for k, v in pol.params.items())
+            print(f"{name:34s} [{pol.family}] {pol.description}" + (f" (parameters: {params})" if params else ""))
         return 0
     if args.scenario is None:
         raise ValidationError("a scenario file is required (or --list-policies)")
     if args.policy is None:
         raise ValidationError(f"--policy is required; one of {sorted(POLICIES)}")
     scenario = Scenario.from_json(args.scenario)
-    kwargs = {"draft_length": args.draft_length, "round_model": args.round_model}
-    if args.L_max is not None:
-        kwargs["L_max"] = args.L_max
-    alloc = solve(scenario, args.policy, **kwargs)
+    alloc = solve(scenario, args.policy, **_policy_kwargs(args))
     if args.output:
         alloc.to_json(args.output)
     if args.json:
@@ -106,16 +134,16 @@ def cmd_emulate(args) -> int:
     from .emulator import EmulatorConfig, Fading, emulate
     from .rounds import Allocation
 
+    _load_plugins(args)
     scenario = Scenario.from_json(args.scenario)
     if (args.policy is None) == (args.allocation is None):
         raise ValidationError("give exactly one of --policy and --allocation")
     if args.allocation is not None:
+        if _policy_kwargs(args):
+            raise ValidationError("policy parameters (--L-max, --draft-length, --round-model, --set) need --policy")
         alloc = Allocation.from_json(args.allocation)
     else:
-        kwargs = {"draft_length": args.draft_length, "round_model": args.round_model}
-        if args.L_max is not None:
-            kwargs["L_max"] = args.L_max
-        alloc = solve(scenario, args.policy, **kwargs)
+        alloc = solve(scenario, args.policy, **_policy_kwargs(args))
     cfg = EmulatorConfig(rounds=args.rounds, seed=args.seed, fading=Fading(args.fading),
                          acceptance=args.acceptance, server=args.server, real_models=args.real_models,
                          temperature=args.temperature, compute=args.compute, timeline_rounds=0)
@@ -220,6 +248,18 @@ def cmd_measure(args) -> int:
     return 0
 
 
+def _policy_options(parser) -> None:
+    """Options that become policy parameters; a policy that does not declare one refuses it."""
+    parser.add_argument("--draft-length", type=int, default=None, help="draft_length (fixed-length policies)")
+    parser.add_argument("--L-max", dest="L_max", type=_positive_int("--L-max"), default=None, help="L_max")
+    parser.add_argument("--round-model", choices=("sync", "async"), default=None,
+                        help="round_model (baselines)")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE",
+                        help="any other declared parameter of the policy (VALUE as JSON); repeatable")
+    parser.add_argument("--plugin", action="append", metavar="FILE.py",
+                        help="a Python file that registers policies (also $SPINLIB_PLUGINS)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m spinlib", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -243,10 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("scenario", nargs="?")
     v.add_argument("--policy")
     v.add_argument("--list-policies", action="store_true")
-    v.add_argument("--draft-length", type=int, default=4, help="L for the fixed-length baselines")
-    v.add_argument("--L-max", dest="L_max", type=_positive_int("--L-max"), default=None)
-    v.add_argument("--round-model", choices=("sync", "async"), default="sync",
-                   help="round model for the baselines")
+    _policy_options(v)
     v.add_argument("-o", "--output")
     v.add_argument("--json", action="store_true")
     v.set_defaults(func=cmd_solve)
@@ -264,9 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     em.add_argument("--real-models", default=None, help="a pair (see 'pairs') for real speculative decoding")
     em.add_argument("--temperature", type=float, default=0.0, help="real mode: 0 = greedy")
     em.add_argument("--compute", choices=("model", "measured"), default="model")
-    em.add_argument("--draft-length", type=int, default=4)
-    em.add_argument("--L-max", dest="L_max", type=_positive_int("--L-max"), default=None)
-    em.add_argument("--round-model", choices=("sync", "async"), default="sync")
+    _policy_options(em)
     em.add_argument("--json", action="store_true")
     em.set_defaults(func=cmd_emulate)
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .acceptance import tokens_table
+from .acceptance import prefix_table, sample_accepted
 from .channel import RateModel
 from .rounds import Allocation, check_allocation, evaluate, fixed_round_overhead
 from .scenario import Scenario, ValidationError, check_int_range, check_nonnegative
@@ -182,27 +182,6 @@ class EmulationResult:
 # ----------------------------------------------------------------------------------------------
 # Per-round inputs: acceptances (synthetic or replayed) and bits
 # ----------------------------------------------------------------------------------------------
-def draw_accepted(L: np.ndarray, pi_table: np.ndarray, rounds: int, rng: np.random.Generator) -> np.ndarray:
-    """Accepted drafts ``A[r, k]`` with ``P(A >= i) = pi_table[k, i]`` (``i <= L_k``).
-
-    One uniform per round and user: ``A = #{i <= L_k : U < pi_i}`` (pi is non-increasing).
-    """
-    K = L.size
-    L_max = pi_table.shape[1] - 1
-    U = rng.random((rounds, K))
-    pos = np.arange(1, L_max + 1)
-    ok = (U[:, :, None] < pi_table[None, :, 1:]) & (pos[None, None, :] <= L[None, :, None])
-    return ok.sum(axis=2)
-
-
-def _pi_for(scenario: Scenario, L_max: int, acceptance: str) -> np.ndarray:
-    from .uldl import accept_all_table
-
-    if acceptance == "iid":
-        return scenario.alpha[:, None] ** np.arange(L_max + 1)[None, :]
-    return accept_all_table(tokens_table(scenario, L_max))
-
-
 @dataclass
 class _Trace:
     """Per-round, per-user inputs of the timing: ``[R, K]`` arrays."""
@@ -217,12 +196,12 @@ class _Trace:
 
 
 def synthetic_trace(scenario: Scenario, alloc: Allocation, cfg: EmulatorConfig, rng) -> _Trace:
-    from .uldl import mode_payload, parse_modes
+    from .modes import mode_payload, parse_modes
 
     L = alloc.L
     R, K = cfg.rounds, scenario.num_users
-    pi = _pi_for(scenario, max(int(L.max()), 1), cfg.acceptance)
-    A = draw_accepted(L, pi, R, rng)
+    pi = prefix_table(scenario, max(int(L.max()), 1), cfg.acceptance)
+    A = sample_accepted(L, pi, R, rng)
     drafted = np.broadcast_to(L, (R, K))
     if alloc.modes is None:
         up = drafted * scenario.payload.bits_per_token
@@ -331,7 +310,7 @@ def real_trace(scenario: Scenario, alloc: Allocation, cfg: EmulatorConfig, progr
 # ----------------------------------------------------------------------------------------------
 def _transfer_times(scenario: Scenario, alloc: Allocation, tr: _Trace, h: np.ndarray):
     """Uplink ``[R, K]`` and downlink ``[R, K]`` times under the round's channel ``h``."""
-    from .control.power import downlink_rate
+    from .channel import downlink_rate
 
     # the scenario's rate model with this round's SNR scale a_k h (the linear model's efficiency
     # at the equal share is recomputed from the faded SNR)
@@ -341,7 +320,7 @@ def _transfer_times(scenario: Scenario, alloc: Allocation, tr: _Trace, h: np.nda
     down = np.zeros_like(up)
     corr = np.zeros_like(up)
     if alloc.modes is not None:
-        from .uldl import parse_modes
+        from .modes import parse_modes
 
         ul = parse_modes(alloc.modes, scenario.num_users)
         n_dl = int(np.count_nonzero(~ul & (alloc.L > 0)))

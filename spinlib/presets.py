@@ -324,3 +324,24 @@ def measured_acceptance(pair: str, task: str, temperature: float = 0.0, measurem
         if bt is not None:
             return float(bt["alpha"]), tuple(float(x) for x in bt["prefix_profile"])
     raise ValidationError(f"no measurement of pair {pair!r} on task {task!r} at T = {temperature:g} under {root}")
+
+
+def random_uldl_scenario(num_users: int, rng: np.random.Generator, preset: str | None = None,
+                         **overrides) -> Scenario:
+    """A random scenario for UL/DL studies: random preset, DL power 20-46 dBm, DL band 5-50 MHz,
+    full or top-k payload (k in {32, 128, 512}), Q in {8, 16, 32}, variant "reject" (3/4) or "all".
+
+    All randomness flows from ``rng``; ``overrides`` go to :func:`spinlib.presets.random_scenario`.
+    """
+    from .channel import dbm_to_w
+    from .scenario import Downlink, Payload
+
+    name = preset or str(rng.choice(["llama2-7b-l4", "qwen-7b-l4"]))
+    V = PRESETS[name].vocab_size
+    dl = Downlink(power_w=float(dbm_to_w(rng.uniform(20.0, 46.0))),
+                  bandwidth_hz=float(rng.choice([5e6, 10e6, 20e6, 50e6])),
+                  variant="all" if rng.random() < 0.25 else "reject")
+    payload = Payload(V, str(rng.choice(["topk", "full"])), int(rng.choice([8, 16, 32])),
+                      int(rng.choice([32, 128, 512])))
+    return random_scenario(num_users, int(rng.integers(1 << 31)), name, payload=payload, downlink=dl,
+                           **overrides)

@@ -31,7 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .acceptance import sample_tokens_per_round, tokens_table
+from .acceptance import prefix_table, sample_accepted, tokens_table
+from .cache import json_default
 from .channel import RateModel
 from .scenario import Scenario, ValidationError, check_int_range
 
@@ -57,7 +58,7 @@ class Allocation:
     info : dict
         Solver diagnostics (iterations, bounds, timings).
     modes : tuple of {"UL", "DL"}, optional
-        Communication mode of each device (paper 2, :mod:`spinlib.uldl`); ``None`` for the
+        Communication mode of each device (paper 2, :mod:`spinlib.modes`); ``None`` for the
         paper-1 allocations, where every device uploads the scenario's payload.
     dl_power_w : tuple of float, optional
         Base-station power [W] per device (0 for UL-mode devices); required with ``modes``.
@@ -92,7 +93,7 @@ class Allocation:
         if (self.modes is None) != (self.dl_power_w is None):
             raise ValidationError("modes and dl_power_w must be given together (UL/DL allocation)")
         if self.modes is not None:
-            from .uldl import parse_modes
+            from .modes import parse_modes
 
             parse_modes(self.modes, len(L))
             object.__setattr__(self, "modes", tuple(self.modes))
@@ -115,7 +116,7 @@ class Allocation:
         return dataclasses.asdict(self)
 
     def to_json(self, path: str | Path | None = None) -> str:
-        text = json.dumps(self.to_dict(), indent=2, default=_json_default)
+        text = json.dumps(self.to_dict(), indent=2, default=json_default)
         if path is not None:
             from .cache import atomic_write_text
 
@@ -160,16 +161,6 @@ def _nonnegative_floats(name: str, values) -> tuple[float, ...]:
             if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not math.isfinite(x) or x < 0:
                 raise ValidationError(f"{name}[{i}] must be a finite number >= 0, got {x!r}")
     return tuple(float(x) for x in values)
-
-
-def _json_default(x):
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.floating,)):
-        return float(x)
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
 
 
 @dataclass(frozen=True)
@@ -256,34 +247,88 @@ def async_round_time(scenario: Scenario, L, uplink_s):
     return L * scenario.tau + uplink_s + scenario.server.verification_time(L + 1) + fixed_round_overhead(scenario)
 
 
+def sync_goodput(scenario: Scenario, L, tokens, makespan_s, downlink_s=0.0):
+    """The synchronous goodput kernel, batched over leading dims::
+
+        G = sum_k N_k / ( D + T_ver(sum_k (L_k + 1)) + E + T_fb + T_acc )   [token/s]
+
+    Parameters
+    ----------
+    L : int array [..., K]
+        Draft lengths.
+    tokens : array [..., K]
+        ``N_k = E[N_k](L_k)``.
+    makespan_s : array [...]
+        ``D``, drafting + uplink makespan [s].
+    downlink_s : array [...], optional
+        ``E``, DL phase [s] (paper 2; 0 when every device is in UL mode).
+    """
+    T = sync_round_time(scenario, makespan_s, np.asarray(L).sum(axis=-1)) + np.asarray(downlink_s, dtype=float)
+    return np.sum(tokens, axis=-1) / T
+
+
+def async_terms(scenario: Scenario, L, bits_per_token=None):
+    """``A_k`` [s] and ``C_k = L_k S_k`` [bit] of the asynchronous round ``T_k = A_k + C_k / R_k(b_k)``.
+
+    ``A_k = L_k tau_k + T_ver(L_k + 1) + T_fb + T_acc``; ``S_k`` is the scenario's payload per
+    token unless ``bits_per_token`` is given. Shapes ``[..., K]``.
+    """
+    L = np.asarray(L, dtype=float)
+    S = scenario.payload.bits_per_token if bits_per_token is None else np.asarray(bits_per_token, dtype=float)
+    return async_round_time(scenario, L, 0.0), L * S
+
+
+def async_goodput(scenario: Scenario, L, tokens, b, rates: RateModel | None = None):
+    """The asynchronous goodput kernel ``sum_k N_k / (A_k + C_k / R_k(b_k))`` [token/s] (all ``[..., K]``)."""
+    rates = rates or RateModel.of(scenario)
+    A, C = async_terms(scenario, L)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        up = np.where(C > 0, C / rates.rate(b), 0.0)
+    return np.sum(np.asarray(tokens) / (A + up), axis=-1)
+
+
 def evaluate(scenario: Scenario, alloc: Allocation, round_model: str | None = None) -> Evaluation:
-    """Goodput and phase times of ``alloc`` under its round model (or ``round_model``)."""
+    """Goodput and phase times of ``alloc`` under its round model (or ``round_model``).
+
+    One evaluator for both papers: a paper-1 allocation (``modes is None``) is the all-UL case of
+    paper 2, whose round adds the DL phase ``E = max_{k in DL} (c_k + d_k / r_k(p_k))``
+    (:mod:`spinlib.modes`). Every solver's reported goodput equals this function's (tested).
+    """
+    from .acceptance import accept_all_table
+    from .modes import downlink_finish_times, mode_payload, parse_modes
+
     check_allocation(scenario, alloc)
     model = round_model or alloc.round_model
     if model not in ROUND_MODELS:
         raise ValidationError(f"round_model must be one of {ROUND_MODELS}, got {model!r}")
-    if alloc.modes is not None:
-        if model != "sync":
-            raise ValidationError("UL/DL allocations use the synchronous round: round_model must be 'sync'")
-        return _evaluate_uldl(scenario, alloc)
+    if alloc.modes is not None and model != "sync":
+        raise ValidationError("UL/DL allocations use the synchronous round: round_model must be 'sync'")
+    K = scenario.num_users
     L, b = alloc.L, alloc.b
-    N = tokens_table(scenario, int(L.max()))[np.arange(scenario.num_users), L]
+    table = tokens_table(scenario, int(L.max()))
+    N = table[np.arange(K), L]
+    ul = np.ones(K, dtype=bool) if alloc.modes is None else parse_modes(alloc.modes, K)
+    pi = None if ul.all() else accept_all_table(table)
+    S, _, _ = mode_payload(scenario, L, ul, pi)
     t_draft = L * scenario.tau
-    t_up = uplink_time(scenario, L, b)
-    t_fb = scenario.feedback_time_s
-    t_acc = scenario.radio.access_latency_s
+    t_up = uplink_time(scenario, L, b, bits_per_token=S)
+    t_dl = None
     if model == "sync":
         D = float(np.max(t_draft + t_up))
-        T = float(sync_round_time(scenario, D, L.sum()))
-        t_ver = float(scenario.server.verification_time(L.sum() + scenario.num_users))
-        Tk = np.full(scenario.num_users, T)
-        G = float(N.sum() / T)
+        E = 0.0
+        if alloc.modes is not None:
+            t_dl = downlink_finish_times(scenario, L, ul, np.array(alloc.dl_power_w), pi)
+            E = float(np.max(t_dl))
+        G = float(sync_goodput(scenario, L, N, D, E))
+        T = float(sync_round_time(scenario, D, L.sum()) + E)
+        Tk = np.full(K, T)
+        t_ver = float(scenario.server.verification_time(L.sum() + K))
+        t_ver_k = np.full(K, t_ver)
         util = t_ver / T
-        t_ver_k = np.full(scenario.num_users, t_ver)
     else:
         Tk = async_round_time(scenario, L, t_up)
         t_ver_k = scenario.server.verification_time(L + 1)
-        G = float(np.sum(N / Tk))
+        G = float(async_goodput(scenario, L, N, b))
         util = float(np.sum(t_ver_k / Tk))
     return Evaluation(
         round_model=model,
@@ -293,40 +338,13 @@ def evaluate(scenario: Scenario, alloc: Allocation, round_model: str | None = No
         draft_time_s=t_draft,
         uplink_time_s=t_up,
         verification_time_s=t_ver_k,
-        feedback_time_s=t_fb,
-        access_latency_s=t_acc,
+        feedback_time_s=scenario.feedback_time_s,
+        access_latency_s=scenario.radio.access_latency_s,
         round_time_s=Tk,
         server_utilisation=util,
         capacity_limited_goodput=G / max(1.0, util),
-    )
-
-
-def _evaluate_uldl(scenario: Scenario, alloc: Allocation) -> Evaluation:
-    """Synchronous round with UL/DL modes (:mod:`spinlib.uldl`) for the given b and p."""
-    from .uldl import accept_all_table, downlink_finish_times, mode_payload, parse_modes
-
-    L, b = alloc.L, alloc.b
-    K = scenario.num_users
-    ul = parse_modes(alloc.modes, K)
-    table = tokens_table(scenario, int(L.max()))
-    pi = accept_all_table(table)
-    N = table[np.arange(K), L]
-    S, _, _ = mode_payload(scenario, L, ul, pi)
-    t_up = uplink_time(scenario, L, b, bits_per_token=S)
-    t_draft = L * scenario.tau
-    t_dl = downlink_finish_times(scenario, L, ul, np.array(alloc.dl_power_w), pi)
-    D = float(np.max(t_draft + t_up))
-    E = float(np.max(t_dl))
-    t_ver = float(scenario.server.verification_time(L.sum() + K))
-    T = float(sync_round_time(scenario, D, L.sum())) + E
-    Tk = np.full(K, T)
-    G = float(N.sum() / T)
-    return Evaluation(
-        round_model="sync", goodput_tokens_per_s=G, user_goodput=N / Tk, expected_tokens=N,
-        draft_time_s=t_draft, uplink_time_s=t_up, verification_time_s=np.full(K, t_ver),
-        feedback_time_s=scenario.feedback_time_s, access_latency_s=scenario.radio.access_latency_s,
-        round_time_s=Tk, server_utilisation=t_ver / T, capacity_limited_goodput=G,
-        downlink_time_s=t_dl, modes=tuple(alloc.modes),
+        downlink_time_s=t_dl,
+        modes=None if alloc.modes is None else tuple(alloc.modes),
     )
 
 
@@ -348,7 +366,10 @@ def simulate_rounds(
     rng: np.random.Generator,
     confidence: float = 0.99,
 ) -> SimulationResult:
-    """Simulate ``n_rounds`` rounds with i.i.d. Bernoulli(alpha_k) acceptances (static channel).
+    """Simulate ``n_rounds`` rounds with random acceptances (static channel).
+
+    Acceptances come from :func:`spinlib.acceptance.sample_accepted` with each user's prefix
+    profile (``alpha_k^i`` for users without a measured profile): the same law as :func:`evaluate`.
 
     Synchronous: every round lasts the deterministic ``T``; goodput = total tokens / total time.
     Asynchronous: user k completes ``n_rounds`` rounds of length ``T_k``; goodput is the sum of
@@ -359,7 +380,8 @@ def simulate_rounds(
 
     check_int_range("n_rounds", n_rounds, 2)
     ev = evaluate(scenario, alloc)
-    N = sample_tokens_per_round(scenario.alpha, alloc.L, rng, size=n_rounds)  # [n, K]
+    pi = prefix_table(scenario, max(int(alloc.L.max()), 1))
+    N = 1 + sample_accepted(alloc.L, pi, n_rounds, rng)  # [n, K]
     per_round = (N / ev.round_time_s).sum(axis=1)  # [n] token/s samples
     mean = float(per_round.mean())
     half = float(norm.ppf(0.5 + confidence / 2) * per_round.std(ddof=1) / np.sqrt(n_rounds))

@@ -238,6 +238,7 @@ class Downlink:
 
 
 DL_VARIANTS = ("reject", "all")
+FEEDBACK_COUNT_BITS = 8  # the accepted count in every round's feedback
 PAYLOAD_MODES = ("ids", "full", "topk")
 
 
@@ -301,8 +302,8 @@ class Payload:
 
     @property
     def feedback_bits(self) -> float:
-        """Downlink bits per round: accepted count (8 bits) + one token id."""
-        return float(8 + self.id_bits)
+        """Downlink bits per round: accepted count (``FEEDBACK_COUNT_BITS`` = 8) + one token id."""
+        return float(FEEDBACK_COUNT_BITS + self.id_bits)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
+import dataclasses
 """Expected tokens per round: closed form, profiles, sampling."""
 import numpy as np
 import pytest
 
 from spinlib import User, random_scenario, tokens_table
-from spinlib.acceptance import expected_tokens, expected_tokens_profile, iid_profile, sample_tokens_per_round
+from spinlib.acceptance import expected_tokens, expected_tokens_profile, iid_profile, sample_accepted
 
 
 def test_closed_form_equals_sum():
@@ -33,7 +34,25 @@ def test_tokens_table_uses_profile_then_alpha():
 def test_sampling_mean(rng):
     alpha = np.array([0.0, 0.4, 0.8, 0.95])
     L = np.array([3, 5, 4, 8])
-    N = sample_tokens_per_round(alpha, L, rng, size=200_000)
+    pi = alpha[:, None] ** np.arange(9)[None, :]
+    N = 1 + sample_accepted(L, pi, 200_000, rng)
     assert N.min() >= 1 and np.all(N.max(axis=0) <= L + 1)
     se = N.std(axis=0) / np.sqrt(N.shape[0])
     assert np.all(np.abs(N.mean(axis=0) - expected_tokens(alpha, L)) < 5 * se + 1e-12)
+
+
+def test_sampler_honours_the_profile(rng):
+    """The one sampler follows a measured (bursty) prefix profile, not alpha^i."""
+    from spinlib import random_scenario
+    from spinlib.acceptance import prefix_table
+
+    s = random_scenario(2, seed=3)
+    prof = (0.9, 0.85, 0.82, 0.8)  # far above alpha^i for alpha = 0.5
+    users = (dataclasses.replace(s.users[0], alpha=0.5, acceptance_profile=prof), s.users[1])
+    s = s.replace(users=users)
+    pi = prefix_table(s, 4)
+    np.testing.assert_allclose(pi[0, 1:], prof)
+    A = sample_accepted(np.array([4, 4]), pi, 100_000, rng)
+    for i in range(1, 5):
+        assert abs((A[:, 0] >= i).mean() - prof[i - 1]) < 0.01
+        assert abs((A[:, 1] >= i).mean() - s.alpha[1] ** i) < 0.01

@@ -40,11 +40,42 @@ def test_every_policy_runs(tmp_path):
     s = tmp_path / "s.json"
     assert run("scenario", "--users", "3", "--seed", "1", "-o", str(s)).returncode == 0
     listed = run("solve", "--list-policies").stdout
-    for name in POLICIES:
+    for name, pol in POLICIES.items():
         assert name in listed
-        r = run("solve", str(s), "--policy", name, "--L-max", "4", "--json")
+        extra = ["--L-max", "4"] if "L_max" in pol.params else []
+        r = run("solve", str(s), "--policy", name, *extra, "--json")
         assert r.returncode == 0, (name, r.stderr)
         assert json.loads(r.stdout)["goodput_tokens_per_s"] > 0
+
+
+def test_solve_refuses_parameters_the_policy_does_not_declare(tmp_path):
+    s = tmp_path / "s.json"
+    assert run("scenario", "--users", "3", "--seed", "1", "-o", str(s)).returncode == 0
+    r = run("solve", str(s), "--policy", "homogeneous", "--round-model", "async")
+    assert r.returncode == 2 and "takes no parameter 'round_model'" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = run("solve", str(s), "--policy", "homogeneous", "--set", "L_maxx=3")
+    assert r.returncode == 2 and "takes no parameter 'L_maxx'" in r.stderr
+    r = run("solve", str(s), "--policy", "uldl-fixed-length", "--set", "exact_max_users=4", "--json")
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_plugin_policy_runs_from_the_command_line(tmp_path):
+    plugin = tmp_path / "my_policies.py"
+    plugin.write_text(
+        "from spinlib.control import register_policy, solve\n"
+        "@register_policy('cli-plugin-equal3', 'equal bandwidth, L = 3')\n"
+        "def p(scenario, L: int = 3):\n"
+        "    return solve(scenario, 'equal', draft_length=L)\n")
+    s = tmp_path / "s.json"
+    assert run("scenario", "--users", "3", "--seed", "1", "-o", str(s)).returncode == 0
+    assert "cli-plugin-equal3" in run("solve", "--list-policies", "--plugin", str(plugin)).stdout
+    r = run("solve", str(s), "--policy", "cli-plugin-equal3", "--set", "L=2", "--plugin", str(plugin), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["draft_lengths"] == [2, 2, 2]
+    r = run("emulate", str(s), "--policy", "cli-plugin-equal3", "--rounds", "50", "--plugin", str(plugin), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["allocation"]["draft_lengths"] == [3, 3, 3]
 
 
 @pytest.mark.parametrize(

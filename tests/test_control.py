@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from spinlib import Allocation, User, evaluate, random_scenario, tokens_table
-from spinlib.control import BASELINES, solve
+from spinlib.control import BASELINES, solve, declared_subset
 from spinlib.control.bandwidth import async_optimal_bandwidth, min_makespan_bandwidth
 from spinlib.control.exhaustive import solve_exhaustive
 from spinlib.control.heterogeneous import solve_heterogeneous_async, solve_heterogeneous_sync
@@ -107,7 +107,7 @@ def test_no_random_feasible_allocation_beats_the_optimum():
         L = rng.integers(0, L_max + 1, (2000, K))
         b = rng.dirichlet(np.ones(K), 2000) * B
         N = tokens_table(s, L_max)[np.arange(K), L]
-        from spinlib.control.bandwidth import async_goodput, sync_goodput
+        from spinlib.rounds import async_goodput, sync_goodput
         from spinlib.rounds import uplink_time
 
         up = uplink_time(s, L, b)
@@ -166,7 +166,7 @@ def test_heterogeneous_beats_homogeneous_beats_baselines():
         assert heta.goodput_tokens_per_s >= hom_async * (1 - 1e-9)
         for name in BASELINES:
             for model, best in (("sync", hom.goodput_tokens_per_s), ("async", heta.goodput_tokens_per_s)):
-                base = solve(s, name, L_max=12, draft_length=int(rng.integers(1, 9)), round_model=model)
+                base = solve(s, name, **declared_subset(name, dict(L_max=12, draft_length=int(rng.integers(1, 9)), round_model=model)))
                 _check_feasible(s, base, 12)
                 assert best >= base.goodput_tokens_per_s * (1 - 1e-9), (name, model)
 
@@ -320,7 +320,8 @@ def test_async_kkt_newton_equals_multiplier_search():
     """The two asynchronous-split methods agree (1e-12 relative in goodput) on random cells and
     length vectors, batched and not; the Newton one is used for Shannon rates."""
     from spinlib.channel import RateModel
-    from spinlib.control.bandwidth import _async_multiplier_split, async_goodput
+    from spinlib.control.bandwidth import _async_multiplier_split
+    from spinlib.rounds import async_goodput
 
     rng = np.random.default_rng(21)
     for _ in range(100):

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from spinlib import random_scenario
-from spinlib.control import solve
-from spinlib.emulator import EmulatorConfig, Fading, draw_accepted, emulate
+from spinlib.control import solve, declared_subset
+from spinlib.acceptance import sample_accepted
+from spinlib.emulator import EmulatorConfig, Fading, emulate
 from spinlib.scenario import User, ValidationError
-from spinlib.uldl import random_uldl_scenario
+from spinlib.presets import random_uldl_scenario
 
 SYNC_POLICIES = ("homogeneous", "heterogeneous-sync", "agnostic", "server-only", "optimal-length-equal-bandwidth")
 
@@ -26,7 +27,7 @@ def test_sync_matches_closed_form_within_ci():
     for i in range(12):
         s = random_scenario(int(rng.integers(1, 12)), int(rng.integers(1 << 30)))
         pol = SYNC_POLICIES[i % len(SYNC_POLICIES)]
-        a = solve(s, pol, L_max=10)
+        a = solve(s, pol, **declared_subset(pol, {"L_max": 10}))
         r = emulate(s, a, EmulatorConfig(rounds=4000, seed=i), confidence=0.999)
         assert within(r, r.predicted_tokens_per_s), (pol, r.goodput_tokens_per_s, r.predicted_tokens_per_s)
         assert r.ci_high - r.ci_low < 0.05 * r.predicted_tokens_per_s  # and the check is not vacuous
@@ -72,7 +73,7 @@ def test_profile_acceptance_and_draws():
     rng = np.random.default_rng(3)
     L = np.array([0, 1, 4, 8])
     pi = np.array([[1, 0.9, 0.6, 0.3, 0.2, 0.1, 0.05, 0.02, 0.01]] * 4)
-    A = draw_accepted(L, pi, 200_000, rng)
+    A = sample_accepted(L, pi, 200_000, rng)
     assert A.max(axis=0).tolist() == [0, 1, 4, 8]
     for i in range(1, 5):
         assert np.mean(A[:, 2] >= i) == pytest.approx(pi[2, i], abs=4e-3)

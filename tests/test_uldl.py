@@ -11,12 +11,14 @@ import numpy as np
 import pytest
 
 from spinlib import Allocation, evaluate, random_scenario, tokens_table
-from spinlib.control import solve
+from spinlib.control import solve, declared_subset
 from spinlib.control import uldl as U
 from spinlib.control.power import min_max_downlink_power
 from spinlib.control.reference import downlink_power_cvxpy
 from spinlib.scenario import Downlink, Payload, ValidationError
-from spinlib.uldl import accept_all_table, mode_payload, random_uldl_scenario
+from spinlib.acceptance import accept_all_table
+from spinlib.modes import mode_payload
+from spinlib.presets import random_uldl_scenario
 
 
 def test_payload_per_mode():
@@ -73,7 +75,7 @@ def test_dl_power_matches_cvxpy(rng):
         # equal within 2e-6, except where Clarabel stops early on very weak channels (E of seconds)
         assert abs(E - E_ref) <= 2e-6 * E_ref or E < E_ref
         # all DL devices finish together (the equal-finish-time optimality condition)
-        from spinlib.control.power import downlink_rate
+        from spinlib.channel import downlink_rate
         on = d > 0
         t = c[on] + d[on] / downlink_rate(s, p, np.count_nonzero(on))[on]
         np.testing.assert_allclose(t, E, rtol=1e-9)
@@ -95,7 +97,7 @@ def test_batched_goodput_matches_evaluate(rng):
     for _ in range(30):
         s = random_uldl_scenario(int(rng.integers(1, 7)), rng)
         for policy in ("uldl-optimal", "all-ul", "all-dl", "uldl-fixed-length"):
-            a = solve(s, policy, L_max=6, draft_length=3)
+            a = solve(s, policy, **declared_subset(policy, dict(L_max=6, draft_length=3)))
             ev = evaluate(s, a)
             assert ev.goodput_tokens_per_s == pytest.approx(a.goodput_tokens_per_s, rel=1e-9)
             assert sum(a.bandwidth_hz) <= s.radio.bandwidth_hz * (1 + 1e-9)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..channel import RateModel
-from ..rounds import async_round_time, sync_round_time
+from ..rounds import async_goodput, async_terms
 from ..roots import newton_decreasing
 from ..scenario import Scenario, ValidationError
 
@@ -37,8 +37,14 @@ def equal_bandwidth(scenario: Scenario, L) -> np.ndarray:
     return np.where(active, scenario.radio.bandwidth_hz / n, 0.0)
 
 
-def _required_bandwidth(rates: RateModel, S: float, L, tau, D):
-    """``b_k(D) = R_k^{-1}(L_k S / (D - L_k tau_k))`` (0 if L_k = 0, inf if unreachable)."""
+def required_bandwidth(rates: RateModel, S: float, L, tau, D):
+    """Bandwidth user k needs to finish drafting and uploading by ``D``::
+
+        b_k(D) = R_k^{-1}( L_k S_k / (D - L_k tau_k) )   [Hz]
+
+    0 where ``L_k = 0``, ``inf`` where the rate is out of reach (``D <= L_k (tau_k + S_k / R_k(inf))``).
+    ``S`` [bit/token] is a scalar or an array broadcasting with ``L`` [..., K]; ``D`` [s] broadcasts too.
+    """
     L = np.asarray(L, dtype=float)
     slack = D - L * tau
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -102,7 +108,7 @@ def min_makespan_bandwidth(scenario: Scenario, L, rates: RateModel | None = None
         D = lo + np.exp(u)
         slack = D[..., None] - L * tau
         with np.errstate(divide="ignore", invalid="ignore"):
-            b = _required_bandwidth(rates, S, L, tau, D[..., None])
+            b = required_bandwidth(rates, S, L, tau, D[..., None])
             r = L * S / slack
             db = np.where(active, -(r / slack) / rates.derivative(b), 0.0)
             tot = b.sum(axis=-1)
@@ -117,7 +123,7 @@ def min_makespan_bandwidth(scenario: Scenario, L, rates: RateModel | None = None
     f, _ = log_excess(u)
     u = np.where(f > 0, u + np.abs(u) * 4e-15 + 1e-300, u)
     D = np.where(any_active, lo + np.exp(u), 0.0)
-    b = _required_bandwidth(rates, S, L, tau, np.asarray(D)[..., None])
+    b = required_bandwidth(rates, S, L, tau, np.asarray(D)[..., None])
     if L.ndim == 1:
         return float(D), b
     return D, b
@@ -126,21 +132,13 @@ def min_makespan_bandwidth(scenario: Scenario, L, rates: RateModel | None = None
 # ----------------------------------------------------------------------------------------------
 # Asynchronous rounds
 # ----------------------------------------------------------------------------------------------
-def _async_terms(scenario: Scenario, L):
-    """``A_k`` [s] and ``C_k = L_k S`` [bit] of the asynchronous goodput ``N/(A + C/R(b))``."""
-    L = np.asarray(L, dtype=float)
-    A = async_round_time(scenario, L, 0.0)
-    C = L * scenario.payload.bits_per_token
-    return A, C
-
-
-def _async_marginal(rates: RateModel, b, N, A, C):
+def async_marginal(rates: RateModel, b, N, A, C):
     """``h'(b) = N C R'(b) / (A R(b) + C)^2`` [token/s/Hz] of ``h(b) = N R / (A R + C)``."""
     R = rates.rate(b)
     return N * C * rates.derivative(b) / (A * R + C) ** 2
 
 
-def _async_best_response(rates: RateModel, mu, N, A, C, b_max: float, iters: int = 40, t_init=None):
+def async_best_response(rates: RateModel, mu, N, A, C, b_max: float, iters: int = 40, t_init=None):
     """Per user: the b in (0, b_max] with ``h'(b) = mu`` (0 where C = 0, b_max where h'(b_max) >= mu).
 
     Safeguarded Newton on ``phi(t) = log h'(e^t) - log mu`` (decreasing in t = log b) with
@@ -150,7 +148,7 @@ def _async_best_response(rates: RateModel, mu, N, A, C, b_max: float, iters: int
     shape = np.broadcast(mu, N, A, C).shape
     log_mu = np.log(mu)
     with np.errstate(divide="ignore", invalid="ignore"):
-        at_max = _async_marginal(rates, np.full(shape, b_max), N, A, C) >= mu
+        at_max = async_marginal(rates, np.full(shape, b_max), N, A, C) >= mu
     live = (np.broadcast_to(C, shape) > 0) & ~at_max  # entries that need the iteration
     lo = np.full(shape, np.log(b_max) - 40.0)
     hi = np.full(shape, np.log(b_max))
@@ -239,14 +237,14 @@ def async_optimal_bandwidth(scenario: Scenario, L, tokens, rates: RateModel | No
     optimum can leave a user at b = 0), use the multiplier search: the multiplier mu of the budget
     solves ``sum_k b_k(mu) = B`` (decreasing in mu), found in log mu by safeguarded Newton on
     ``log(sum_k b_k / B)`` (derivative from ``db_k/dmu = 1/h_k''``), each ``b_k(mu)`` by
-    :func:`_async_best_response`.
+    :func:`async_best_response`.
     """
     rates = rates or RateModel.of(scenario)
     B = scenario.radio.bandwidth_hz
     L = np.asarray(L)
     N = np.asarray(tokens, dtype=float)
     if rates.kind == "shannon" and L.size:
-        A, C = _async_terms(scenario, L)
+        A, C = async_terms(scenario, L)
         A2, C2, N2 = (np.broadcast_to(v, L.shape).reshape(-1, L.shape[-1]) for v in (A, C, N))
         b, ok = _async_kkt_newton(rates, B, N2, A2, C2)
         if not ok.all():  # rows the Newton iteration did not settle: the multiplier search
@@ -261,10 +259,10 @@ def async_optimal_bandwidth(scenario: Scenario, L, tokens, rates: RateModel | No
 def _async_multiplier_split(scenario: Scenario, L, N, rates: RateModel):
     """The multiplier search of :func:`async_optimal_bandwidth` (any rate model, corners included)."""
     B = scenario.radio.bandwidth_hz
-    A, C = _async_terms(scenario, L)
+    A, C = async_terms(scenario, L)
     with np.errstate(divide="ignore", invalid="ignore"):
-        m_full = np.where(C > 0, _async_marginal(rates, np.full(L.shape, B), N, A, C), np.inf)
-        m_tiny = np.where(C > 0, _async_marginal(rates, np.full(L.shape, B * np.exp(-40.0)), N, A, C), 0.0)
+        m_full = np.where(C > 0, async_marginal(rates, np.full(L.shape, B), N, A, C), np.inf)
+        m_tiny = np.where(C > 0, async_marginal(rates, np.full(L.shape, B * np.exp(-40.0)), N, A, C), 0.0)
     lo = np.log(np.maximum(np.min(m_full, axis=-1), 1e-300)) - 1e-9
     hi = np.log(np.maximum(np.max(m_tiny, axis=-1), 1e-300)) + 1.0
     lo = np.minimum(lo, hi - 1e-9)
@@ -275,7 +273,7 @@ def _async_multiplier_split(scenario: Scenario, L, N, rates: RateModel):
     def log_excess(s):
         """F(s) = log(sum_k b_k(e^s) / B) and dF/ds, with db_k/dmu = 1 / h_k''(b_k) inside (0, B)."""
         mu = np.exp(np.asarray(s))[..., None]
-        b = _async_best_response(rates, mu, N, A, C, B, t_init=last_t[0])
+        b = async_best_response(rates, mu, N, A, C, B, t_init=last_t[0])
         last_t[0] = np.log(np.maximum(b, B * np.exp(-40.0)))
         with np.errstate(divide="ignore", invalid="ignore"):
             R, dR, d2R = rates.rate(b), rates.derivative(b), rates.second_derivative(b)
@@ -288,21 +286,7 @@ def _async_multiplier_split(scenario: Scenario, L, N, rates: RateModel):
     s, _, hi_s = newton_decreasing(log_excess, lo, hi, None, tol=1e-13, f_tol=1e-12)
     f, _ = log_excess(s)
     s = np.where(f > 0, hi_s, s)  # end on the side where sum_k b_k <= B
-    b = _async_best_response(rates, np.exp(np.asarray(s))[..., None], N, A, C, B, t_init=last_t[0])
+    b = async_best_response(rates, np.exp(np.asarray(s))[..., None], N, A, C, B, t_init=last_t[0])
     # the root is approached from within the budget: hand the remainder out in proportion
     tot = b.sum(-1, keepdims=True)
     return np.where(tot > 0, b * (B / np.where(tot > 0, tot, 1.0)), 0.0)
-
-
-def async_goodput(scenario: Scenario, L, tokens, b, rates: RateModel | None = None):
-    """``sum_k N_k / T_k`` for lengths ``L``, tokens ``N`` and bandwidth ``b`` (all ``[..., K]``)."""
-    rates = rates or RateModel.of(scenario)
-    A, C = _async_terms(scenario, L)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        up = np.where(C > 0, C / rates.rate(b), 0.0)
-    return np.sum(np.asarray(tokens) / (A + up), axis=-1)
-
-
-def sync_goodput(scenario: Scenario, L, tokens, D):
-    """``sum_k N_k / (D + T_ver(sum_k (L_k+1)) + T_fb + T_acc)`` for a makespan D (``[...]``)."""
-    return np.sum(tokens, axis=-1) / sync_round_time(scenario, D, np.asarray(L).sum(axis=-1))

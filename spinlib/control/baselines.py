@@ -21,6 +21,7 @@ from ..channel import RateModel
 from ..rounds import Allocation, evaluate
 from ..scenario import Scenario, User, ValidationError, check_int_range
 from .bandwidth import async_optimal_bandwidth, equal_bandwidth, min_makespan_bandwidth
+from .registry import register_policy
 
 
 def _alloc(scenario, L, b, round_model, policy, **info) -> Allocation:
@@ -33,21 +34,24 @@ def _check_model(round_model: str) -> None:
         raise ValidationError(f"round_model must be 'sync' or 'async', got {round_model!r}")
 
 
-def server_only(scenario: Scenario, round_model: str = "sync", **_) -> Allocation:
+@register_policy("server-only", "baseline: autoregressive decoding on the server (L = 0)", family="baseline")
+def server_only(scenario: Scenario, round_model: str = "sync") -> Allocation:
     _check_model(round_model)
     K = scenario.num_users
     return _alloc(scenario, np.zeros(K, int), np.zeros(K), round_model, "server-only")
 
 
-def equal_fixed_length(scenario: Scenario, draft_length: int = 4, round_model: str = "sync", **_) -> Allocation:
+@register_policy("equal", "baseline: equal bandwidth, fixed L (draft_length)", family="baseline")
+def equal_fixed_length(scenario: Scenario, draft_length: int = 4, round_model: str = "sync") -> Allocation:
     _check_model(round_model)
     check_int_range("draft_length", draft_length, 0, 64)
     L = np.full(scenario.num_users, draft_length)
     return _alloc(scenario, L, equal_bandwidth(scenario, L), round_model, "equal", draft_length=draft_length)
 
 
-def optimal_bandwidth_fixed_length(scenario: Scenario, draft_length: int = 4, round_model: str = "sync",
-                                   **_) -> Allocation:
+@register_policy("optimal-bandwidth-fixed-length", "baseline: optimal bandwidth, fixed L (draft_length)",
+                 family="baseline")
+def optimal_bandwidth_fixed_length(scenario: Scenario, draft_length: int = 4, round_model: str = "sync") -> Allocation:
     _check_model(round_model)
     check_int_range("draft_length", draft_length, 0, 64)
     L = np.full(scenario.num_users, draft_length)
@@ -68,8 +72,8 @@ def _best_common_length_equal_bw(scenario: Scenario, L_max: int) -> int:
     return int(np.argmax(G))
 
 
-def optimal_length_equal_bandwidth(scenario: Scenario, L_max: int = 16, round_model: str = "sync",
-                                   **_) -> Allocation:
+@register_policy("optimal-length-equal-bandwidth", "baseline: equal bandwidth, best L", family="baseline")
+def optimal_length_equal_bandwidth(scenario: Scenario, L_max: int = 16, round_model: str = "sync") -> Allocation:
     _check_model(round_model)
     check_int_range("L_max", L_max, 1, 64)
     K = scenario.num_users
@@ -97,7 +101,8 @@ def average_user_scenario(scenario: Scenario) -> Scenario:
     return scenario.replace(users=tuple([u] * scenario.num_users))
 
 
-def agnostic(scenario: Scenario, L_max: int = 16, round_model: str = "sync", **_) -> Allocation:
+@register_policy("agnostic", "baseline: equal bandwidth, L tuned for the average user", family="baseline")
+def agnostic(scenario: Scenario, L_max: int = 16, round_model: str = "sync") -> Allocation:
     _check_model(round_model)
     check_int_range("L_max", L_max, 1, 64)
     L_avg = _best_common_length_equal_bw(average_user_scenario(scenario), L_max)

@@ -15,6 +15,7 @@ from ..channel import RateModel
 from ..rounds import Allocation
 from ..scenario import Scenario, ValidationError, check_int_range
 from .heterogeneous import evaluate_async_lengths, evaluate_sync_lengths
+from .registry import register_policy
 
 MAX_VECTORS = 2_000_000
 _CHUNK = 20_000
@@ -51,3 +52,17 @@ def solve_exhaustive(scenario: Scenario, L_max: int = 8, round_model: str = "syn
     name = "exhaustive" if round_model == "sync" else "exhaustive-async"
     return Allocation(tuple(int(x) for x in best_L), tuple(best_b.tolist()), round_model, name, best_G,
                       {"vectors": n})
+
+
+@register_policy("exhaustive", "reference: all integer length vectors, optimal bandwidth each (sync, small K)",
+                 family="reference")
+def exhaustive_sync(scenario: Scenario, L_max: int = 8) -> Allocation:
+    """Policy ``exhaustive``: :func:`solve_exhaustive` for the synchronous round (model A)."""
+    return solve_exhaustive(scenario, L_max, "sync")
+
+
+@register_policy("exhaustive-async", "reference: all integer length vectors, optimal bandwidth each (async, small K)",
+                 family="reference")
+def exhaustive_async(scenario: Scenario, L_max: int = 8) -> Allocation:
+    """Policy ``exhaustive-async``: :func:`solve_exhaustive` for asynchronous rounds (model B)."""
+    return solve_exhaustive(scenario, L_max, "async")

@@ -41,19 +41,17 @@ import numpy as np
 
 from ..acceptance import tokens_table
 from ..channel import RateModel
-from ..rounds import Allocation, evaluate, sync_round_time
+from ..rounds import Allocation, async_goodput, async_terms, evaluate, sync_goodput, sync_round_time
 from ..scenario import Scenario, check_int_range
 from .bandwidth import (
-    _async_best_response,
-    _async_marginal,
-    _async_terms,
-    _required_bandwidth,
-    async_goodput,
+    async_best_response,
+    async_marginal,
     async_optimal_bandwidth,
     min_makespan_bandwidth,
-    sync_goodput,
+    required_bandwidth,
 )
 from .homogeneous import solve_homogeneous
+from .registry import register_policy
 
 POLISH_MAX_USERS = 32  # local search on L runs up to this K (beyond, the Lagrangian gap is O(1/K))
 PAIR_MOVES_MAX_USERS = 8
@@ -164,7 +162,7 @@ def sync_candidates(scenario: Scenario, table, L_max: int, rates, n_grid: int = 
         d_worst = np.max(tau + S / rates.rate(np.full(K, B / K)))
     grid = np.geomspace(d_best, L_max * d_worst, n_grid)
     Ls = np.arange(L_max + 1)
-    costs = _required_bandwidth(rates, S, Ls[None, :, None], tau[None, None, :], grid[:, None, None])
+    costs = required_bandwidth(rates, S, Ls[None, :, None], tau[None, None, :], grid[:, None, None])
     values = table.T  # [L+1, K]
     c0 = float(sync_round_time(scenario, 0.0, 0.0))
     L_sel = np.zeros((n_grid, K), dtype=int)
@@ -219,10 +217,10 @@ def async_lagrangian(scenario: Scenario, table, L_max: int, rates, iters: int = 
     B = scenario.radio.bandwidth_hz
     Ls = np.broadcast_to(np.arange(L_max + 1)[:, None], (L_max + 1, K))
     N = table.T  # [L+1, K]
-    A, C = _async_terms(scenario, Ls)
+    A, C = async_terms(scenario, Ls)
 
     def respond(mu):
-        b = _async_best_response(rates, mu, N, A, C, B)
+        b = async_best_response(rates, mu, N, A, C, B)
         with np.errstate(divide="ignore", invalid="ignore"):
             up = np.where(C > 0, C / rates.rate(b), 0.0)
         val = N / (A + up) - mu * b
@@ -230,8 +228,8 @@ def async_lagrangian(scenario: Scenario, table, L_max: int, rates, iters: int = 
         return idx, b[idx, np.arange(K)].sum()
 
     with np.errstate(divide="ignore", invalid="ignore"):
-        m_full = np.where(C > 0, _async_marginal(rates, np.full(Ls.shape, B), N, A, C), np.inf)
-        m_tiny = np.where(C > 0, _async_marginal(rates, np.full(Ls.shape, B * np.exp(-40.0)), N, A, C), 0.0)
+        m_full = np.where(C > 0, async_marginal(rates, np.full(Ls.shape, B), N, A, C), np.inf)
+        m_tiny = np.where(C > 0, async_marginal(rates, np.full(Ls.shape, B * np.exp(-40.0)), N, A, C), 0.0)
     lo = np.log(max(float(m_full.min()), 1e-300)) - 1.0
     hi = np.log(max(float(m_tiny.max()), 1e-300)) + 1.0
     for _ in range(iters):
@@ -266,6 +264,20 @@ def solve_heterogeneous_async(scenario: Scenario, L_max: int = 16, rates: RateMo
     alloc = Allocation(tuple(int(x) for x in best_L), tuple(b.tolist()), "async", "heterogeneous-async", float(G))
     info = {"local_search_sweeps": sweeps, "server_utilisation": evaluate(scenario, alloc).server_utilisation}
     return dataclasses.replace(alloc, info=info)
+
+
+@register_policy("heterogeneous-sync", "per-user draft lengths + optimal bandwidth, one synchronous ragged batch "
+                 "(model A)", family="paper1")
+def heterogeneous_sync(scenario: Scenario, L_max: int = 16) -> Allocation:
+    """Policy ``heterogeneous-sync``: :func:`solve_heterogeneous_sync`."""
+    return solve_heterogeneous_sync(scenario, L_max)
+
+
+@register_policy("heterogeneous-async", "per-user draft lengths + optimal bandwidth, asynchronous rounds (model B)",
+                 family="paper1")
+def heterogeneous_async(scenario: Scenario, L_max: int = 16) -> Allocation:
+    """Policy ``heterogeneous-async``: :func:`solve_heterogeneous_async`."""
+    return solve_heterogeneous_async(scenario, L_max)
 
 
 __all__ = [

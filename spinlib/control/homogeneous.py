@@ -25,9 +25,10 @@ from scipy.special import lambertw
 
 from ..acceptance import tokens_table
 from ..channel import RateModel
-from ..rounds import Allocation, sync_round_time
+from ..rounds import Allocation, sync_goodput, sync_round_time
 from ..scenario import Scenario, ValidationError, check_int_range
 from .bandwidth import min_makespan_bandwidth
+from .registry import register_policy
 
 
 def per_token_makespan(scenario: Scenario, rates: RateModel | None = None):
@@ -38,8 +39,8 @@ def per_token_makespan(scenario: Scenario, rates: RateModel | None = None):
 def goodput_by_length(scenario: Scenario, d_star: float, L_max: int) -> np.ndarray:
     """``G(L)`` [token/s] for L = 0..L_max with the optimal split (shape [L_max+1])."""
     Ls = np.arange(L_max + 1)
-    N = tokens_table(scenario, L_max).sum(axis=0)
-    return N / sync_round_time(scenario, Ls * d_star, Ls * scenario.num_users)
+    L = np.repeat(Ls[:, None], scenario.num_users, axis=1)  # [L_max+1, K]
+    return sync_goodput(scenario, L, tokens_table(scenario, L_max).T, Ls * d_star)
 
 
 def closed_form_length(alpha: float, c: float, e: float) -> float:
@@ -92,6 +93,12 @@ def solve_homogeneous(scenario: Scenario, L_max: int = 16, rates: RateModel | No
         e = float(sync_round_time(scenario, 0.0, 0.0))
         info["closed_form_length"] = closed_form_length(float(alpha[0]), c, e)
     return Allocation(tuple([L] * K), tuple(b.tolist()), "sync", "homogeneous", float(G[L]), info)
+
+
+@register_policy("homogeneous", "optimal common draft length + optimal bandwidth (sync batch)", family="paper1")
+def homogeneous(scenario: Scenario, L_max: int = 16) -> Allocation:
+    """Policy ``homogeneous``: :func:`solve_homogeneous`."""
+    return solve_homogeneous(scenario, L_max)
 
 
 def critical_access_latency(scenario: Scenario, rates: RateModel | None = None) -> float:

@@ -20,16 +20,26 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..channel import LN2
 from ..roots import newton_decreasing
 from ..scenario import Scenario
 
-LN2 = np.log(2.0)
 
+def required_power(d, c, E, a_w, w):
+    """Power a DL device needs to finish by ``E``, and its derivative (0 where ``d_k = 0``)::
 
-def _required_power(d, c, E, a_w, w):
-    """``p_k(E) = (w / a_k)(2^{d_k/(w (E - c_k))} - 1)`` and ``dp_k/dE`` (0 where d_k = 0).
+        p_k(E) = (w / a_k) (2^{d_k / (w (E - c_k))} - 1)   [W],   dp_k/dE   [W/s]
 
-    ``a_w = g_k / N0`` [1/W/Hz... per Hz]: SNR per watt is ``a_w / w``.
+    Parameters
+    ----------
+    d, c : arrays [..., K]
+        Expected DL bits [bit] and correction time [s].
+    E : array broadcasting to [..., K]
+        DL phase time [s], ``E > c_k``.
+    a_w : array [K]
+        ``g_k / N0`` [1/(W/Hz)]: the SNR per watt on a band ``w`` is ``a_w / w``.
+    w : array broadcasting to [..., K]
+        Band of each DL device [Hz].
     """
     slack = E - c
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -37,17 +47,6 @@ def _required_power(d, c, E, a_w, w):
         p = np.where(d > 0, (w / a_w) * np.expm1(z * LN2), 0.0)
         dp = np.where(d > 0, -(w / a_w) * np.exp(z * LN2) * LN2 * z / slack, 0.0)
     return p, dp
-
-
-def downlink_rate(scenario: Scenario, p, n_dl, fading=1.0):
-    """``r_k = w log2(1 + p_k h g_k / (N0 w))`` [bit/s] with ``w = W / n_DL`` (broadcasting).
-
-    ``fading``: the power-gain factor ``h`` of the round (1 for the average channel).
-    """
-    W = scenario.downlink.bandwidth_hz
-    w = W / np.maximum(np.asarray(n_dl, dtype=float), 1.0)
-    a_w = scenario.gain / scenario.radio.noise_psd_w_per_hz
-    return w * np.log1p(np.asarray(p, dtype=float) * a_w * fading / w) / LN2
 
 
 def min_max_downlink_power(scenario: Scenario, dl_bits, correction_s):
@@ -91,14 +90,14 @@ def min_max_downlink_power(scenario: Scenario, dl_bits, correction_s):
     hi = np.where(any_active, np.maximum(hi, lo), 1.0)
 
     def log_excess(E):
-        p, dp = _required_power(d, c, E[..., None], a_w, w)
+        p, dp = required_power(d, c, E[..., None], a_w, w)
         tot = p.sum(axis=-1)
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.log(tot / P), dp.sum(axis=-1) / tot
 
     E, _, _ = newton_decreasing(log_excess, lo, hi, hi, tol=1e-15, f_tol=1e-13, live=any_active)
     E = np.where(any_active, E, 0.0)
-    p, _ = _required_power(d, c, E[..., None], a_w, w)
+    p, _ = required_power(d, c, E[..., None], a_w, w)
     p = np.where(np.isfinite(p), p, 0.0)
     tot = p.sum(axis=-1, keepdims=True)  # Newton ends within ~1e-15 of the budget, on either side
     p = np.where(tot > P, p * (P / np.where(tot > 0, tot, 1.0)), p)

@@ -83,12 +83,12 @@ def async_bandwidth_cvxpy(scenario: Scenario, L, tokens, rates: RateModel | None
     """Optimal asynchronous split for fixed L: ``(b [K], goodput)`` from CVXPY."""
     import cvxpy as cp
 
-    from .bandwidth import _async_terms
+    from ..rounds import async_terms
 
     rates = rates or RateModel.of(scenario)
     L = np.asarray(L)
     N = np.asarray(tokens, dtype=float)
-    A, C = _async_terms(scenario, L)
+    A, C = async_terms(scenario, L)
     idx = np.flatnonzero(L > 0)
     fixed = float(np.sum(N[L == 0] / A[L == 0]))
     b_out = np.zeros(L.size)

@@ -1,6 +1,6 @@
 """Joint mode selection, draft lengths, uplink bandwidth and downlink power (paper 2).
 
-Problem (synchronous round, :mod:`spinlib.uldl`)::
+Problem (synchronous round with modes, :mod:`spinlib.modes`)::
 
     max_{m, L, b, p}  sum_k E[N_k](L_k) / ( D_up(L, m, b) + T_ver(sum_k (L_k+1)) + E_dl(L, m, p) + T_fb + T_acc )
 
@@ -40,13 +40,14 @@ import time
 
 import numpy as np
 
-from ..acceptance import tokens_table
+from ..acceptance import accept_all_table, tokens_table
 from ..channel import RateModel
-from ..rounds import Allocation, sync_round_time
+from ..modes import mode_names, mode_payload
+from ..rounds import Allocation, sync_goodput
 from ..scenario import Scenario, ValidationError, check_int_range
-from ..uldl import accept_all_table, mode_names, mode_payload
-from .bandwidth import _required_bandwidth, min_makespan_bandwidth
-from .power import _required_power, min_max_downlink_power
+from .bandwidth import min_makespan_bandwidth, required_bandwidth
+from .power import min_max_downlink_power, required_power
+from .registry import register_policy
 
 EXHAUSTIVE_MAX_USERS = 12
 
@@ -76,10 +77,9 @@ class Problem:
         S, d, c = mode_payload(self.scenario, flat_L, flat_ul, self.pi)
         D, b = min_makespan_bandwidth(self.scenario, flat_L, self.rates, bits_per_token=S)
         E, p = min_max_downlink_power(self.scenario, d, c)
-        N = self.table[np.arange(self.K), flat_L].sum(axis=-1)
-        T = sync_round_time(self.scenario, D, flat_L.sum(axis=-1)) + E
+        G = sync_goodput(self.scenario, flat_L, self.table[np.arange(self.K), flat_L], D, E)
         shape = L.shape[:-1]
-        return ((N / T).reshape(shape), np.reshape(D, shape), np.reshape(E, shape),
+        return (np.reshape(G, shape), np.reshape(D, shape), np.reshape(E, shape),
                 b.reshape(L.shape), p.reshape(L.shape))
 
     def goodput(self, L, ul):
@@ -185,13 +185,13 @@ def knapsack_index(prob: Problem, L, ul_ref=None):
     _, D, E, _, _ = prob.solve_continuous(L, ul_ref)
     S_ul, _, _ = mode_payload(s, L, np.ones(prob.K, bool), prob.pi)
     S_dl, d, c = mode_payload(s, L, np.zeros(prob.K, bool), prob.pi)
-    b_ul = _required_bandwidth(prob.rates, S_ul, L, s.tau, D)
-    b_dl = _required_bandwidth(prob.rates, S_dl, L, s.tau, D)
+    b_ul = required_bandwidth(prob.rates, S_ul, L, s.tau, D)
+    b_dl = required_bandwidth(prob.rates, S_dl, L, s.tau, D)
     n_dl = max(int(np.count_nonzero(~ul_ref & (L > 0))), 1)
     w = s.downlink.bandwidth_hz / n_dl
     a_w = s.gain / s.radio.noise_psd_w_per_hz
     E_eval = max(E, float(np.max(np.where(d > 0, c, 0.0))) * (1 + 1e-9) + 1e-12)
-    p, _ = _required_power(d, c, E_eval, a_w, w)
+    p, _ = required_power(d, c, E_eval, a_w, w)
     with np.errstate(divide="ignore", invalid="ignore"):
         phi = np.where(np.isfinite(b_ul), p / np.maximum(b_ul - b_dl, 1e-300), 0.0)
     return np.where(L > 0, phi, -np.inf)
@@ -343,15 +343,18 @@ def solve_fixed_modes(scenario: Scenario, ul, L_max: int = 16, policy: str = "")
     return _allocation(prob, L[0], ul, policy, solve_time_s=time.perf_counter() - t)
 
 
-def solve_all_ul(scenario: Scenario, L_max: int = 16, **_) -> Allocation:
+@register_policy("all-ul", "UL/DL baseline: every device uploads its draft distributions", family="paper2")
+def solve_all_ul(scenario: Scenario, L_max: int = 16) -> Allocation:
     return solve_fixed_modes(scenario, True, L_max, "all-ul")
 
 
-def solve_all_dl(scenario: Scenario, L_max: int = 16, **_) -> Allocation:
+@register_policy("all-dl", "UL/DL baseline: every device downloads the target distribution", family="paper2")
+def solve_all_dl(scenario: Scenario, L_max: int = 16) -> Allocation:
     return solve_fixed_modes(scenario, False, L_max, "all-dl")
 
 
-def solve_uldl_fixed_length(scenario: Scenario, draft_length: int = 4, exact_max_users: int = 16, **_) -> Allocation:
+@register_policy("uldl-fixed-length", "UL/DL: optimal modes and power, fixed L (draft_length)", family="paper2")
+def solve_uldl_fixed_length(scenario: Scenario, draft_length: int = 4, exact_max_users: int = 16) -> Allocation:
     """Every device drafts ``draft_length``; optimal modes, bandwidth and power."""
     check_int_range("draft_length", draft_length, 0, 64)
     prob = Problem(scenario, draft_length)
@@ -361,8 +364,10 @@ def solve_uldl_fixed_length(scenario: Scenario, draft_length: int = 4, exact_max
     return _allocation(prob, L, ul, "uldl-fixed-length", solve_time_s=time.perf_counter() - t, **info)
 
 
+@register_policy("uldl-optimal", "UL/DL: top-m mode structure + greedy lengths + optimal bandwidth and DL power "
+                 "(modes certified exhaustively for K <= 16)", family="paper2")
 def solve_uldl_optimal(scenario: Scenario, L_max: int = 16, exact_max_users: int = 16,
-                       per_m_max_users: int = 16, max_rounds: int = 8, **_) -> Allocation:
+                       per_m_max_users: int = 16, max_rounds: int = 8) -> Allocation:
     """Adaptive mode selection: the top-m structure with greedy lengths, then alternation.
 
     1. Greedy lengths for all-DL and for all-UL, each also started from paper 1's
@@ -416,7 +421,9 @@ def solve_uldl_optimal(scenario: Scenario, L_max: int = 16, exact_max_users: int
     return _allocation(prob, L, ul, "uldl-optimal", solve_time_s=time.perf_counter() - t, **info)
 
 
-def solve_uldl_exhaustive(scenario: Scenario, L_max: int = 16, **_) -> Allocation:
+@register_policy("uldl-exhaustive", "UL/DL reference: all 2^K mode assignments, same greedy lengths (K <= 12)",
+                 family="reference")
+def solve_uldl_exhaustive(scenario: Scenario, L_max: int = 16) -> Allocation:
     """Reference: all ``2^K`` mode assignments, each with optimal power and the same greedy lengths."""
     K = scenario.num_users
     if K > EXHAUSTIVE_MAX_USERS:

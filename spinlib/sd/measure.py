@@ -120,7 +120,6 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     recording mean tokens per round. Then timings. Rerunning with the same config reuses the
     finished lines (resumable); ``recompute`` starts over.
     """
-    import hashlib
     import json
     import platform
     from pathlib import Path
@@ -129,7 +128,7 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     from tqdm import tqdm
 
     from ..acceptance import iid_profile
-    from ..cache import atomic_write_text
+    from ..cache import atomic_write_text, config_key
     from ..paths import DATA
     from ..scenario import Payload
     from .engine import mean_tokens_per_round, speculative_generate
@@ -140,7 +139,7 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     cfg = {"pair": pair_name, "task": task, "n_prompts": n_prompts, "max_new_tokens": max_new_tokens,
            "seed": seed, "temperatures": list(temperatures), "L_values": list(L_values),
            "engine_prompts": engine_prompts, "version": 1}
-    key = hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:12]
+    key = config_key(cfg, 12)
     out_dir = Path(out_dir or DATA / "measurements")
     raw = out_dir / pair_name / f"{task}-{key}.jsonl"
     summ = out_dir / pair_name / f"{task}-{key}.summary.json"
