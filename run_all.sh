@@ -51,7 +51,7 @@ else
   fi
 fi
 "$PY" -m ipykernel install --sys-prefix --name spinlib --display-name "Python (spinlib)" >/dev/null
-export MPLBACKEND=agg PYTHONHASHSEED=0
+export MPLBACKEND=agg PYTHONHASHSEED=0 SPINLIB_NO_PROGRESS=1
 
 if [[ $MODE == test ]]; then
   exec "$PY" -m pytest "$@"

@@ -82,20 +82,73 @@ def cached(
         Ignore an existing entry and overwrite it.
     cache_dir : Path, optional
         Defaults to ``results/cache`` (or ``$SPINLIB_CACHE_DIR``).
+
+    An entry is trusted only if it parses as ``{"name", "config", "value"}`` with the same name
+    and config; anything else (torn, edited, a list, a directory) is recomputed and replaced.
     """
     cache_dir = Path(cache_dir or os.environ.get("SPINLIB_CACHE_DIR", CACHE))
     path = cache_dir / f"{name}-{config_key({'name': name, 'config': config})}.json"
     canon = json.loads(canonical_json(config))
-    if not recompute and path.exists():
+    if not recompute and path.is_file():
         try:
             stored = json.loads(path.read_text())
-            if stored.get("config") == canon:
+            if isinstance(stored, dict) and stored.get("name") == name and stored.get("config") == canon \
+                    and "value" in stored:
                 return stored["value"]
-        except (json.JSONDecodeError, KeyError):
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             pass  # a corrupt entry is recomputed
+    if path.is_dir():
+        import shutil
+
+        shutil.rmtree(path)
     value = compute()
-    atomic_write_text(path, json.dumps({"name": name, "config": canon, "value": value}, sort_keys=True, default=json_default))
-    return value
+    atomic_write_text(path, json.dumps({"name": name, "config": canon, "value": value}, sort_keys=True,
+                                       default=json_default))
+    return json.loads(json.dumps(value, default=json_default))
+
+
+def _key_default(x):
+    """Key encoding beyond :func:`json_default`: functions by qualified name, dataclasses as dicts."""
+    import dataclasses
+
+    if callable(x) and hasattr(x, "__qualname__"):
+        return f"{x.__module__}.{x.__qualname__}"
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return x.to_dict() if hasattr(x, "to_dict") else dataclasses.asdict(x)
+    return json_default(x)
+
+
+def cached_call(fn: Callable, *args, version: int | str = 0, recompute: bool = False,
+                exclude: tuple[str, ...] = ("n_jobs", "scheduler", "progress"), depends_on: dict | None = None,
+                cache_dir: Path | None = None, **kwargs) -> Any:
+    """``fn(*args, **kwargs)`` through the results cache, keyed by the function and its bound arguments.
+
+    The key is the function's qualified name, ``version`` (bump it when the function's output
+    changes) and every argument after :meth:`inspect.Signature.bind` and defaults applied, except
+    those in ``exclude`` (where the work runs, not what it computes), plus ``depends_on`` (data the
+    function reads that is not an argument, e.g. a measured preset's values). Functions in arguments are
+    keyed by their qualified names, dataclasses by their fields. No hand-built keys::
+
+        records = cached_call(sweep, make_scenario, "num_users", [2, 5], n_seeds=4, seed=0,
+                              specs=paper1_specs(), version=RECORD_VERSION)
+    """
+    import inspect
+
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound.apply_defaults()
+    arguments = {}
+    for k, v in bound.arguments.items():
+        if k in exclude:
+            continue
+        param = inspect.signature(fn).parameters[k]
+        if param.kind == inspect.Parameter.VAR_KEYWORD:
+            arguments.update({kk: vv for kk, vv in v.items() if kk not in exclude})
+        else:
+            arguments[k] = v
+    config = json.loads(json.dumps({"fn": f"{fn.__module__}.{fn.__qualname__}", "version": version,
+                                    "arguments": arguments, "depends_on": depends_on or {}},
+                                   sort_keys=True, default=_key_default))
+    return cached(fn.__name__, config, lambda: fn(*args, **kwargs), recompute=recompute, cache_dir=cache_dir)
 
 
 def write_summary(name: str, data: dict, directory: Path | None = None) -> Path:

@@ -1,26 +1,299 @@
-"""Sweeps and gain tables shared by the notebooks (pure functions returning JSON-able records).
+"""One experiment pipeline: sweeps of (scenario factory x knob values x seeds x policies) -> long records.
 
-A sweep varies one knob of the scenario generator, draws ``n_seeds`` random scenarios per value
-(seeds derived from one master seed with :class:`numpy.random.SeedSequence`), runs every policy
-on each and records the goodput. Records are plain dicts so that they cache as JSON and load
-into a pandas DataFrame.
+A **sweep** varies one knob of a scenario factory, draws ``n_seeds`` random scenarios per value
+(seeds from one :class:`numpy.random.SeedSequence`), runs every policy spec on each and records
+what :func:`spinlib.rounds.evaluate` says of the allocation. Records are *long*, one per
+(point, policy, metric)::
+
+    {"knob": "num_users", "x": 10, "seed": 123, "policy": "equal/async", "round_model": "async",
+     "metric": "goodput", "value": 41.2}
+
+so they cache as JSON, load into pandas (:func:`frame`, :func:`wide`) and feed one
+:func:`gain_table`. Metrics: ``goodput`` (the policy's reported goodput, asserted equal to
+``evaluate``), ``server_utilisation``, ``capacity_limited_goodput`` and, for UL/DL allocations,
+``ul_share`` (share of drafting devices in UL mode) and ``structure_held`` where the solver reports it.
+
+Points run through :mod:`joblib` (``n_jobs``, default all cores) or, when a Dask scheduler address
+is given (``scheduler=`` or ``$SPINLIB_DASK_SCHEDULER``), on that :mod:`dask.distributed` cluster.
+Every point is a pure function of its inputs and results are put back in point order, so the
+records do not depend on the number of workers, their order, or a worker lost mid-sweep (Dask
+re-runs its tasks elsewhere). Policies are resolved in the calling process and shipped with the
+points, so a policy registered in a notebook or a test runs on the workers too.
+
+Scenario factories: :func:`make_scenario` (paper 1 knobs) and :func:`make_uldl_scenario`
+(paper 2 knobs); any ``factory(knob, value, seed, **kwargs) -> Scenario`` works.
 """
 from __future__ import annotations
 
-from typing import Iterable
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .control import BASELINES, solve
-from .presets import MEASURED_PRESET, get_preset, random_scenario
+from .control import get_policy, register_policy, solve
+from .control.registry import Policy, check_params
+from .presets import MEASURED_PRESET, get_preset, random_scenario, random_uldl_scenario
 from .rounds import evaluate
-from .scenario import Payload, ValidationError
+from .scenario import Payload, Scenario, ValidationError
 
-OPTIMISED = {"homogeneous": "sync", "heterogeneous-sync": "sync", "heterogeneous-async": "async"}
-RECORD_VERSION = 2  # bump when run_policies records change: cache keys include it
+RECORD_VERSION = 3  # bump when records change: cached_call keys include it
 KNOBS = ("bandwidth_mhz", "num_users", "heterogeneity", "payload", "access_latency_ms")
+ULDL_KNOBS = ("dl_power_dbm", "num_users", "vocab_size", "bits_per_prob", "cell_radius_m", "top_k")
+METRICS = ("goodput", "server_utilisation", "capacity_limited_goodput", "ul_share", "structure_held")
+SCHEDULER_ENV = "SPINLIB_DASK_SCHEDULER"
 
 
+# ----------------------------------------------------------------------------------------------
+# Policy specs
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PolicySpec:
+    """A policy with its parameters and the label its records carry.
+
+    Parameters
+    ----------
+    policy : str
+        Registered policy name.
+    params : tuple of (name, value)
+        Declared parameters (checked against the registry at construction).
+    label : str
+        Column/series name; default ``policy`` or ``policy/round_model`` when a round model is given.
+    """
+
+    policy: str
+    params: tuple = ()
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        check_params(self.policy, dict(self.params))
+        object.__setattr__(self, "params", tuple(sorted(dict(self.params).items())))
+        if not self.label:
+            rm = dict(self.params).get("round_model")
+            object.__setattr__(self, "label", f"{self.policy}/{rm}" if rm else self.policy)
+
+    def to_dict(self) -> dict:
+        return {"policy": self.policy, "params": dict(self.params), "label": self.label}
+
+
+def spec(policy: str, label: str = "", **params) -> PolicySpec:
+    """``spec("equal", draft_length=4, round_model="async")`` -> label ``"equal/async"``."""
+    return PolicySpec(policy, tuple(params.items()), label)
+
+
+def paper1_specs(L_max: int = 16, draft_length: int = 4) -> list[PolicySpec]:
+    """Paper 1's optimised policies and every baseline in both round models."""
+    from .control import BASELINES
+
+    out = [spec(p, L_max=L_max) for p in ("homogeneous", "heterogeneous-sync", "heterogeneous-async")]
+    for base in BASELINES:
+        for model in ("sync", "async"):
+            kw = {"L_max": L_max, "draft_length": draft_length, "round_model": model}
+            out.append(spec(base, **{k: v for k, v in kw.items() if k in get_policy(base).params}))
+    return out
+
+
+def uldl_specs(L_max: int = 12, draft_length: int = 4) -> list[PolicySpec]:
+    """Paper 2's adaptive policy, its single-mode baselines, the fixed-length policy and paper 1."""
+    return [spec("uldl-optimal", L_max=L_max), spec("all-ul", L_max=L_max), spec("all-dl", L_max=L_max),
+            spec("uldl-fixed-length", draft_length=draft_length), spec("heterogeneous-sync", L_max=L_max)]
+
+
+# ----------------------------------------------------------------------------------------------
+# One point
+# ----------------------------------------------------------------------------------------------
+def allocation_metrics(scenario: Scenario, alloc) -> dict:
+    """The recorded metrics of one allocation (see the module docstring)."""
+    ev = evaluate(scenario, alloc)
+    G = alloc.goodput_tokens_per_s
+    if G is None or not np.isclose(G, ev.goodput_tokens_per_s, rtol=1e-9, atol=0.0):
+        raise AssertionError(f"policy {alloc.policy!r} reports goodput {G}, evaluate gives {ev.goodput_tokens_per_s}")
+    out = {"goodput": float(G), "server_utilisation": float(ev.server_utilisation),
+           "capacity_limited_goodput": float(ev.capacity_limited_goodput)}
+    if alloc.modes is not None:
+        drafting = [m for m, L in zip(alloc.modes, alloc.draft_lengths) if L > 0]
+        if drafting:
+            out["ul_share"] = sum(m == "UL" for m in drafting) / len(drafting)
+    if "structure_held" in alloc.info:
+        out["structure_held"] = float(bool(alloc.info["structure_held"]))
+    return out
+
+
+def run_point(scenario: Scenario, specs: Sequence[PolicySpec], policies: dict | None = None) -> list[dict]:
+    """Records ``{policy, round_model, metric, value}`` of every spec on one scenario."""
+    _ensure_registered(policies)
+    out = []
+    for sp in specs:
+        a = solve(scenario, sp.policy, **dict(sp.params))
+        for metric, value in allocation_metrics(scenario, a).items():
+            out.append({"policy": sp.label, "round_model": a.round_model, "metric": metric, "value": value})
+    return out
+
+
+def _ensure_registered(policies: dict | None) -> None:
+    """On a worker process: register the caller's policies that this process does not know."""
+    from .control import POLICIES
+
+    for name, pol in (policies or {}).items():
+        if name not in POLICIES:
+            register_policy(name, pol.description, family=pol.family)(pol.fn)
+
+
+@dataclass(frozen=True)
+class _Point:
+    factory: Callable
+    knob: str
+    x: object
+    seed: int
+    factory_kwargs: tuple
+    specs: tuple
+    policies: dict = field(compare=False)
+
+    def __call__(self) -> list[dict]:
+        s = self.factory(self.knob, self.x, self.seed, **dict(self.factory_kwargs))
+        head = {"knob": self.knob, "x": self.x, "seed": self.seed}
+        return [{**head, **r} for r in run_point(s, self.specs, self.policies)]
+
+
+def _call(point: _Point) -> list[dict]:
+    return point()
+
+
+def map_points(fn: Callable, items: Sequence, *, n_jobs: int | None = None, scheduler: str | None = None,
+               progress: bool = False, desc: str = "points") -> list:
+    """``[fn(item) for item in items]``, in item order, on joblib workers or a Dask cluster.
+
+    Parameters
+    ----------
+    n_jobs : int, optional
+        joblib workers (``None``: all cores, ``1``: in this process).
+    scheduler : str, optional
+        A ``dask.distributed`` scheduler address (``tcp://host:8786``); default ``$SPINLIB_DASK_SCHEDULER``.
+    """
+    items = list(items)
+    progress = progress and not os.environ.get("SPINLIB_NO_PROGRESS")  # run_all.sh: quiet under papermill
+    scheduler = scheduler or os.environ.get(SCHEDULER_ENV) or None
+    if scheduler:
+        from distributed import Client
+
+        with Client(scheduler) as client:
+            futures = client.map(fn, items, pure=False)
+            if progress:
+                from distributed import as_completed
+                from tqdm.auto import tqdm
+
+                for _ in tqdm(as_completed(futures), total=len(futures), desc=desc, leave=False):
+                    pass
+            return client.gather(futures)
+    if n_jobs is None:
+        n_jobs = os.cpu_count() or 1
+    if n_jobs == 1 or len(items) <= 1:
+        from tqdm.auto import tqdm
+
+        return [fn(it) for it in tqdm(items, desc=desc, disable=not progress, leave=False)]
+    from joblib import Parallel, delayed
+
+    return Parallel(n_jobs=n_jobs, return_as="list", verbose=0)(delayed(fn)(it) for it in items)
+
+
+def sweep_seeds(seed: int, n_seeds: int) -> list[int]:
+    """The scenario seeds of a sweep: ``SeedSequence(seed).generate_state(n_seeds)``."""
+    return [int(s) for s in np.random.SeedSequence(seed).generate_state(n_seeds)]
+
+
+def sweep(factory: Callable, knob: str, values: Iterable, *, n_seeds: int, seed: int,
+          specs: Sequence[PolicySpec], n_jobs: int | None = None, scheduler: str | None = None,
+          progress: bool = True, **factory_kwargs) -> list[dict]:
+    """Long records of every (value, seed, spec, metric); see the module docstring.
+
+    Parameters
+    ----------
+    factory : callable
+        ``factory(knob, value, seed, **factory_kwargs) -> Scenario``.
+    knob, values :
+        The varied knob and its values.
+    n_seeds, seed :
+        Scenarios per value, and the master seed of :func:`sweep_seeds`.
+    specs : sequence of PolicySpec
+        The policies to run (:func:`spec`, :func:`paper1_specs`, :func:`uldl_specs`).
+    n_jobs, scheduler :
+        Where the points run (:func:`map_points`); the records do not depend on it.
+    progress : bool
+        A tqdm bar (off when ``$SPINLIB_NO_PROGRESS`` is set, as ``run_all.sh`` does under papermill).
+    """
+    from .control import POLICIES
+
+    specs = tuple(sp if isinstance(sp, PolicySpec) else spec(sp) for sp in specs)
+    labels = [sp.label for sp in specs]
+    if len(set(labels)) != len(labels):
+        raise ValidationError(f"policy labels must be unique, got {labels}")
+    used = {sp.policy: POLICIES[sp.policy] for sp in specs}
+    points = [_Point(factory, knob, v, s, tuple(sorted(factory_kwargs.items())), specs, used)
+              for v in values for s in sweep_seeds(seed, n_seeds)]
+    chunks = map_points(_call, points, n_jobs=n_jobs, scheduler=scheduler, progress=progress, desc=f"sweep {knob}")
+    return [r for chunk in chunks for r in chunk]
+
+
+# ----------------------------------------------------------------------------------------------
+# Tables
+# ----------------------------------------------------------------------------------------------
+def wide(records: list[dict], metric: str = "goodput"):
+    """DataFrame with one row per (knob, x, seed) and one column per policy label, for ``metric``."""
+    import pandas as pd
+
+    df = pd.DataFrame(records)
+    df = df[df["metric"] == metric]
+    out = df.pivot_table(index=["knob", "x", "seed"], columns="policy", values="value", aggfunc="first", sort=False)
+    out.columns.name = None
+    return out.reset_index()
+
+
+def frame(records: list[dict], metric: str = "goodput", relative_to: str | None = None):
+    """Long DataFrame (knob, x, seed, policy, ``metric``) for :func:`spinlib.plotting.plot_policies`.
+
+    With ``relative_to`` (a policy label, e.g. ``"server-only/sync"``) every policy's value is
+    divided by that policy's value on the same scenario: a paired comparison.
+    """
+    w = wide(records, metric)
+    ids = ["knob", "x", "seed"]
+    pol = [c for c in w.columns if c not in ids]
+    if relative_to is not None:
+        w[pol] = w[pol].div(w[relative_to], axis=0)
+    return w.melt(id_vars=ids, value_vars=pol, var_name="policy", value_name=metric)
+
+
+def gain_table(records: list[dict], policies: Sequence[str], baselines: Sequence[str], metric: str = "goodput"):
+    """Relative gain ``policy / baseline - 1`` of each (policy, baseline) pair over all records:
+    mean, min, max and the sweep point (knob, x, seed) of the max."""
+    import pandas as pd
+
+    w = wide(records, metric)
+    rows = []
+    for pol in policies:
+        for base in baselines:
+            gain = w[pol] / w[base] - 1.0
+            i = int(np.argmax(gain.to_numpy()))
+            rows.append({"policy": pol, "baseline": base, "mean_gain": float(gain.mean()),
+                         "min_gain": float(gain.min()), "max_gain": float(gain.iloc[i]),
+                         "peak_knob": w["knob"].iloc[i], "peak_x": w["x"].iloc[i], "peak_seed": int(w["seed"].iloc[i])})
+    return pd.DataFrame(rows)
+
+
+def paper1_gains(records: list[dict]):
+    """:func:`gain_table` of paper 1's optimised policies over every baseline of the same round
+    model (homogeneous and heterogeneous-sync vs ``<baseline>/sync``, heterogeneous-async vs ``/async``)."""
+    import pandas as pd
+
+    from .control import BASELINES
+
+    return pd.concat([gain_table(records, ["homogeneous", "heterogeneous-sync"], [f"{b}/sync" for b in BASELINES]),
+                      gain_table(records, ["heterogeneous-async"], [f"{b}/async" for b in BASELINES])],
+                     ignore_index=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Scenario factories
+# ----------------------------------------------------------------------------------------------
 def heterogeneity_kwargs(h: float, alpha_mean: float = 0.65, tau_mean_s: float = 0.005) -> dict:
     """Generator overrides for a degree of heterogeneity ``h`` in [0, 1].
 
@@ -44,8 +317,9 @@ def payload_of(name: str, vocab_size: int) -> Payload:
     raise ValidationError(f"payload must be 'ids', 'full' or 'topk-<k>', got {name!r}")
 
 
-def make_scenario(knob: str, value, seed: int, preset: str, num_users: int, heterogeneity: float):
-    """The scenario of one sweep point (other knobs at their defaults)."""
+def make_scenario(knob: str, value, seed: int, *, preset: str = "llama2-7b-l4", num_users: int = 10,
+                  heterogeneity: float = 0.5) -> Scenario:
+    """Paper-1 sweep point: ``knob`` in :data:`KNOBS` set to ``value``, the others at the defaults."""
     if knob not in KNOBS:
         raise ValidationError(f"knob must be one of {KNOBS}, got {knob!r}")
     K = int(value) if knob == "num_users" else num_users
@@ -61,93 +335,10 @@ def make_scenario(knob: str, value, seed: int, preset: str, num_users: int, hete
     return random_scenario(K, seed=seed, preset=preset, **kw)
 
 
-def run_policies(scenario, L_max: int = 16, draft_length: int = 4) -> dict:
-    """Goodput [token/s] of every optimised policy and every baseline in both round models."""
-    out = {}
-    for name, model in OPTIMISED.items():
-        a = solve(scenario, name, L_max=L_max)
-        out[name] = a.goodput_tokens_per_s
-        if model == "async":
-            ev = evaluate(scenario, a)
-            out[f"{name}/capacity-limited"] = ev.capacity_limited_goodput
-            out[f"{name}/server-utilisation"] = ev.server_utilisation
-    for name in BASELINES:
-        for model in ("sync", "async"):
-            a = solve(scenario, name, L_max=L_max, draft_length=draft_length, round_model=model)
-            out[f"{name}/{model}"] = a.goodput_tokens_per_s
-    return out
-
-
-def sweep(knob: str, values: Iterable, *, n_seeds: int, seed: int, preset: str = "llama2-7b-l4",
-          num_users: int = 10, heterogeneity: float = 0.5, L_max: int = 16, progress: bool = True) -> list[dict]:
-    """Records ``{knob, value, seed, policy: goodput...}`` for every value and scenario seed."""
-    from tqdm import tqdm
-
-    values = list(values)
-    seeds = np.random.SeedSequence(seed).generate_state(n_seeds).tolist()
-    records = []
-    it = [(v, s) for v in values for s in seeds]
-    for v, s in tqdm(it, desc=f"sweep {knob}", disable=not progress, leave=False):
-        scen = make_scenario(knob, v, int(s), preset, num_users, heterogeneity)
-        rec = {"knob": knob, "value": v, "seed": int(s), "preset": preset}
-        rec.update(run_policies(scen, L_max))
-        records.append(rec)
-    return records
-
-
-def gain_table(records: list[dict]):
-    """Gain of each optimised policy over each baseline of the same round model.
-
-    Returns a DataFrame with one row per (policy, baseline): mean and max relative gain over all
-    records, and the sweep point (knob, value, seed) where the gain peaks.
-    """
-    import pandas as pd
-
-    df = pd.DataFrame(records)
-    rows = []
-    for opt, model in OPTIMISED.items():
-        for base in BASELINES:
-            col = f"{base}/{model}"
-            gain = df[opt] / df[col] - 1.0
-            i = int(np.argmax(gain.to_numpy()))
-            rows.append({"policy": opt, "baseline": col, "mean_gain": float(gain.mean()),
-                         "max_gain": float(gain.iloc[i]), "peak_knob": df["knob"].iloc[i],
-                         "peak_value": df["value"].iloc[i], "peak_seed": int(df["seed"].iloc[i])})
-    return pd.DataFrame(rows)
-
-
-def records_frame(records: list[dict], relative_to: str | None = None):
-    """Long-format DataFrame (knob, value, seed, policy, goodput) for plotting (utilisation dropped).
-
-    With ``relative_to`` (a policy column, e.g. ``"server-only/sync"``) the goodput of every
-    policy is divided by that policy's goodput on the same scenario: a paired comparison that
-    removes the scenario-to-scenario spread from the confidence bands.
-    """
-    import pandas as pd
-
-    df = pd.DataFrame(records)
-    df = df[[c for c in df.columns if not c.endswith("/server-utilisation")]]
-    id_cols = ["knob", "value", "seed", "preset"]
-    if relative_to is not None:
-        ref = df[relative_to].to_numpy()
-        pol = [c for c in df.columns if c not in id_cols]
-        df[pol] = df[pol].div(ref, axis=0)
-    return df.melt(id_vars=id_cols, var_name="policy", value_name="goodput")
-
-
-
-
-# ----------------------------------------------------------------------------------------------
-# Uplink or downlink (paper 2, notebook 06)
-# ----------------------------------------------------------------------------------------------
-ULDL_KNOBS = ("dl_power_dbm", "num_users", "vocab_size", "bits_per_prob", "cell_radius_m", "top_k")
-ULDL_RECORD_VERSION = 3  # 2: uldl-optimal starts from paper 1's lengths; 3: L_init is an extra start
-
-
 def make_uldl_scenario(knob: str, value, seed: int, *, num_users: int = 8, dl_power_dbm: float = 30.0,
                        preset: str = "llama2-7b-l4", payload_mode: str = "topk", top_k: int = 128,
-                       bits_per_prob: int = 16, heterogeneity: float = 0.5):
-    """The scenario of one UL/DL sweep point (other knobs at the defaults given here)."""
+                       bits_per_prob: int = 16, heterogeneity: float = 0.5) -> Scenario:
+    """Paper-2 sweep point: ``knob`` in :data:`ULDL_KNOBS` set to ``value``, the others as given."""
     from .channel import dbm_to_w
     from .scenario import Downlink
 
@@ -166,55 +357,88 @@ def make_uldl_scenario(knob: str, value, seed: int, *, num_users: int = 8, dl_po
                            downlink=Downlink(power_w=float(dbm_to_w(P))), **kw)
 
 
-ULDL_POLICIES_RUN = ("uldl-optimal", "all-ul", "all-dl", "uldl-fixed-length", "heterogeneous-sync")
 
 
-def run_uldl_policies(scenario, L_max: int = 12, draft_length: int = 4) -> dict:
-    """Goodput of the UL/DL policies (and paper 1's heterogeneous-sync, i.e. all devices in UL
-    with its own lengths) plus the share of devices that the adaptive policy puts in UL."""
-    out = {}
-    for name in ULDL_POLICIES_RUN:
-        a = solve(scenario, name, L_max=L_max, draft_length=draft_length)
-        out[name] = a.goodput_tokens_per_s
-        if name == "uldl-optimal":
-            drafting = [m for m, L in zip(a.modes, a.draft_lengths) if L > 0]
-            out["ul_share"] = (sum(m == "UL" for m in drafting) / len(drafting)) if drafting else float("nan")
-            out["modes"] = "".join("U" if m == "UL" else "D" for m in a.modes)
-            out["structure_held"] = a.info.get("structure_held")
-    return out
 
+# ----------------------------------------------------------------------------------------------
+# Checks against references (the notebooks' optimality tables)
+# ----------------------------------------------------------------------------------------------
+def exhaustive_gaps(n: int, seed: int, L_max: int = 6) -> list[dict]:
+    """Paper 1: ``1 - G(policy) / G(exhaustive)`` of heterogeneous-sync / -async on ``n`` random
+    instances (K in 2..4, both presets, heterogeneity uniform in [0, 1]). Wall-clock times are in
+    the ``*_ms`` fields (timings, not results)."""
+    import time
 
-def uldl_sweep(knob: str, values: Iterable, *, n_seeds: int, seed: int, L_max: int = 12,
-               progress: bool = True, **scenario_kw) -> list[dict]:
-    """Records ``{knob, value, seed, policy: goodput..., ul_share}`` for every value and seed."""
-    from tqdm import tqdm
-
-    values = list(values)
-    seeds = np.random.SeedSequence(seed).generate_state(n_seeds).tolist()
-    records = []
-    for v, s in tqdm([(v, s) for v in values for s in seeds], desc=f"UL/DL sweep {knob}",
-                     disable=not progress, leave=False):
-        scen = make_uldl_scenario(knob, v, int(s), **scenario_kw)
-        records.append({"knob": knob, "value": v, "seed": int(s), **run_uldl_policies(scen, L_max)})
-    return records
-
-
-def uldl_gain_table(records: list[dict]):
-    """Gain of ``uldl-optimal`` over all-UL, all-DL, the fixed-length policy and paper 1's
-    heterogeneous-sync: mean, max and the sweep point of the max."""
-    import pandas as pd
-
-    df = pd.DataFrame(records)
+    rng = np.random.default_rng(seed)
     rows = []
-    for base in ("all-ul", "all-dl", "uldl-fixed-length", "heterogeneous-sync"):
-        gain = df["uldl-optimal"] / df[base] - 1.0
-        i = int(np.argmax(gain.to_numpy()))
-        rows.append({"baseline": base, "mean_gain": float(gain.mean()), "max_gain": float(gain.iloc[i]),
-                     "min_gain": float(gain.min()), "peak_knob": df["knob"].iloc[i],
-                     "peak_value": df["value"].iloc[i], "peak_seed": int(df["seed"].iloc[i])})
-    return pd.DataFrame(rows)
+    for i in range(n):
+        K = int(rng.integers(2, 5))
+        preset = ["llama2-7b-l4", "qwen-7b-l4"][i % 2]
+        s = random_scenario(K, seed=int(rng.integers(1 << 31)), preset=preset,
+                            **heterogeneity_kwargs(float(rng.uniform(0, 1))))
+        row = {"K": K, "preset": preset}
+        for model, pol, ref in (("sync", "heterogeneous-sync", "exhaustive"),
+                                ("async", "heterogeneous-async", "exhaustive-async")):
+            t0 = time.perf_counter()
+            opt = solve(s, pol, L_max=L_max)
+            t1 = time.perf_counter()
+            ex = solve(s, ref, L_max=L_max)
+            t2 = time.perf_counter()
+            row[f"gap_{model}"] = 1 - opt.goodput_tokens_per_s / ex.goodput_tokens_per_s
+            row[f"solver_ms_{model}"] = 1e3 * (t1 - t0)
+            row[f"exhaustive_ms_{model}"] = 1e3 * (t2 - t1)
+        rows.append(row)
+    return rows
 
 
-__all__ = ["sweep", "gain_table", "records_frame", "heterogeneity_kwargs", "make_scenario", "run_policies",
-           "payload_of", "OPTIMISED", "KNOBS", "uldl_sweep", "uldl_gain_table", "make_uldl_scenario",
-           "run_uldl_policies", "ULDL_KNOBS"]
+def uldl_structure_check(n: int, seed: int, L_max: int = 8) -> list[dict]:
+    """Paper 2, fixed lengths: the top-m mode structure (marginal and knapsack indices) against
+    all ``2^K`` assignments on ``n`` random cells (K in 2..10, random lengths); gap per index."""
+    from .control import uldl as U
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        K = int(rng.integers(2, 11))
+        s = random_uldl_scenario(K, rng)
+        prob = U.Problem(s, L_max)
+        L = rng.integers(0, L_max + 1, K)
+        ul_x, G_x = U.exhaustive_modes(prob, L)
+        row = {"K": K, "dl_power_dbm": float(10 * np.log10(s.downlink.power_w) + 30), "payload": s.payload.mode,
+               "variant": s.downlink.variant, "m_opt": int(ul_x[L > 0].sum()), "drafting": int((L > 0).sum())}
+        for index in ("marginal", "knapsack"):
+            _, G_s, _ = U.structured_modes(prob, L, index=index)
+            row[f"gap_{index}"] = max(0.0, 1 - G_s / G_x)
+        rows.append(row)
+    return rows
+
+
+def uldl_length_check(n: int, seed: int) -> list[dict]:
+    """Paper 2: ``uldl-optimal`` against the joint (modes x lengths) exhaustive optimum (K = 3,
+    L_max = 5) and against ``uldl-exhaustive`` (K = 6, L_max = 8) on ``n`` random cells each.
+    Wall-clock times in ``t_*_s`` (timings)."""
+    import time
+
+    from .control import uldl as U
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        s = random_uldl_scenario(3, rng)
+        a = solve(s, "uldl-optimal", L_max=5)
+        G, _, _ = U.exhaustive_joint(s, 5)
+        s6 = random_uldl_scenario(6, rng)
+        t0 = time.perf_counter()
+        a6 = solve(s6, "uldl-optimal", L_max=8)
+        t1 = time.perf_counter()
+        x6 = solve(s6, "uldl-exhaustive", L_max=8)
+        t2 = time.perf_counter()
+        rows.append({"gap_vs_joint_exhaustive": 1 - a.goodput_tokens_per_s / G,
+                     "gap_vs_uldl_exhaustive": 1 - a6.goodput_tokens_per_s / x6.goodput_tokens_per_s,
+                     "t_optimal_s": t1 - t0, "t_exhaustive_s": t2 - t1})
+    return rows
+
+
+__all__ = ["PolicySpec", "spec", "paper1_specs", "uldl_specs", "allocation_metrics", "run_point", "map_points",
+           "sweep_seeds", "sweep", "wide", "frame", "gain_table", "heterogeneity_kwargs", "payload_of",
+           "make_scenario", "make_uldl_scenario", "KNOBS", "ULDL_KNOBS", "METRICS", "RECORD_VERSION", "Policy", "exhaustive_gaps", "uldl_structure_check", "uldl_length_check", "paper1_gains"]

@@ -171,5 +171,27 @@ def feedback_bits(payload: Payload, distribution_sent) -> np.ndarray:
     return np.where(np.asarray(distribution_sent) > 0, COUNT_BITS, COUNT_BITS + payload.id_bits).astype(float)
 
 
+
+def expected_round_bits(payload: Payload, L: int, pi_L: float, mode: str, variant: str = "reject"):
+    """Expected bits of one sampled (T > 0) round of ``L`` drafts: ``(up, down)`` [bit], the
+    downlink including the feedback. ``pi_L`` is ``P(all L accepted)``. The mean of
+    :func:`realised_bits` + :func:`feedback_bits` over the round's outcome (what notebook 06
+    compares with the engine's measured rounds)::
+
+        UL:  up = L S_UL,           down = 8 + ceil(log2 V)
+        DL:  up = L (ceil(log2 V) + Q),  down = 8 + (1 - pi_L) D_dist + pi_L ceil(log2 V)   (variant "reject")
+    """
+    if mode not in MODES:
+        raise ValidationError(f"mode must be 'UL' or 'DL', got {mode!r}")
+    ul = mode == "UL"
+    up, _ = realised_bits(payload, L, L, ul, variant=variant)
+    if ul:
+        return float(up), float(payload.feedback_bits)
+    if variant != "reject":
+        return float(up), float(COUNT_BITS + (L + 1) * _distribution_bits(payload))
+    down = COUNT_BITS + (1.0 - pi_L) * _distribution_bits(payload) + pi_L * payload.id_bits
+    return float(up), float(down)
+
+
 __all__ = ["MODES", "COUNT_BITS", "parse_modes", "mode_names", "uplink_bits_per_token",
-           "mode_payload", "downlink_finish_times", "realised_bits", "feedback_bits"]
+           "mode_payload", "downlink_finish_times", "realised_bits", "feedback_bits", "expected_round_bits"]

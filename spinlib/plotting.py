@@ -56,7 +56,7 @@ def save_figure(fig, name: str, directory: Path | None = None) -> list[Path]:
     return paths
 
 
-def plot_policies(ax, long_df, policies, *, x="value", y="goodput", labels=None, errorbar=("ci", 95),
+def plot_policies(ax, long_df, policies, *, x="x", y="goodput", labels=None, errorbar=("ci", 95),
                   log_x: bool = False):
     """Mean goodput vs ``x`` per policy (95 % bootstrap CI bands), one style per series.
 

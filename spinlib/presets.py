@@ -10,8 +10,8 @@ measurements made here; timings derived from them are a roofline model:
 
 Efficiencies ``eta`` are our assumptions (stated per preset). Acceptance-rate ranges are our
 assumptions too, chosen around published figures for such pairs (Spec-Bench reports 2.28 mean
-accepted tokens per step for SpS with a 68M draft of Vicuna-7B, greedy, i.e. alpha ~ 0.6); issue 4
-replaces them with presets measured here.
+accepted tokens per step for SpS with a 68M draft of Vicuna-7B, greedy, i.e. alpha ~ 0.6); the
+measured preset (``smollm2-measured``) replaces them with values measured here.
 """
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ class Preset:
     shadowing_db: float = 8.0
     rate_model: str = "shannon"
     eta_dev: float = 0.5
-    # measured presets (issue 4): timings and acceptance from data/measurements instead of rooflines
+    # measured presets: timings and acceptance from data/measurements instead of rooflines
     server_t0_s: float | None = None
     server_t1_s: float | None = None
     draft_time_s: float | None = None  # measured draft time per token on the reference device

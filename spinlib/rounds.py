@@ -1,6 +1,6 @@
 """Round timing and token goodput of a given allocation (draft lengths + bandwidth).
 
-Synchronous round (one verification batch for all users; model (A) of the design note, which is
+Synchronous round (one verification batch for all users; model (A) of our reconstruction, which is
 the homogeneous round when all ``L_k`` are equal)::
 
     D      = max_k ( L_k tau_k + L_k S / R_k(b_k) )               drafting + uplink makespan [s]

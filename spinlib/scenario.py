@@ -20,7 +20,24 @@ symbol             meaning                                                 unit
 ``T_acc``          per-round access latency (grant, core network)          s
 ``T_fb``           feedback (accepted count + token id) download time      s
 ``P_BS, W``        downlink power and bandwidth (UL/DL mode selection)     W, Hz
+``L_k``            draft length of user k (0: decoded on the server)       token
+``b_k``            uplink bandwidth of user k, ``sum_k b_k <= B``           Hz
+``R_k(b)``         uplink rate ``b log2(1 + P_k g_k / (N0 b))``              bit/s
+``N_k``            tokens per round ``E[N_k](L_k)`` (accepted + 1)          token
+``pi_L``           ``P(first L drafts all accepted)`` (prefix profile)      --
+``S_k``            uplink bits per drafted token in user k's mode           bit
+``d_k, c_k``       expected DL bits and device correction time (DL mode)   bit, s
+``p_k, w``         DL power of device k, DL band per DL device ``W/n_DL``   W, Hz
+``D``              drafting + uplink makespan ``max_k (L_k tau_k + L_k S_k / R_k(b_k))``  s
+``E``              DL phase ``max_{k in DL} (c_k + d_k / r_k(p_k))``         s
+``T``              round time ``D + T_ver + E + T_fb + T_acc`` (sync)        s
+``G``              goodput ``sum_k N_k / T`` (sync), ``sum_k N_k / T_k`` (async)  token/s
+``mu``             Lagrange multiplier of the bandwidth (or power) budget   1/Hz (1/W)
+``theta``          Dinkelbach ratio (goodput estimate) of the integer search  token/s
+``rho``            server utilisation (share of time verifying)            --
 =================  ======================================================  ==========
+
+The symbols are the same in every module; modes are written ``"UL"``/``"DL"`` everywhere.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Heterogeneous draft control: a draft length per user, jointly with the bandwidth split.
 
-Two readings of "relaxing the synchronisation" (design note, our reconstruction):
+Two readings of "relaxing the synchronisation" (our reconstruction; the paper's text is not public):
 
 (A) synchronous ragged batch::
 
@@ -120,19 +120,19 @@ def local_search(evaluate, L0: np.ndarray, G0: float, L_max: int, max_sweeps: in
 def _lagrangian_choice(values, costs, lin_price, B, iters: int = 40):
     """Per-user ``argmax_L values[L,k] - lin_price * L - mu costs[..., L, k]`` with mu meeting B.
 
-    values : [L+1, K]; costs : [G, L+1, K] (inf = infeasible); lin_price : [G].
-    Returns the choice at the smallest mu that keeps ``sum_k cost <= B`` (shape [G, K]).
+    values : [L+1, K]; costs : [M, L+1, K] (M grid makespans; inf = infeasible); lin_price : [M].
+    Returns the choice at the smallest mu that keeps ``sum_k cost <= B`` (shape [M, K]).
     """
     Lp1 = values.shape[0]
     Ls = np.arange(Lp1)[None, :, None]
-    base = values[None] - lin_price[:, None, None] * Ls  # [G, L+1, K]
+    base = values[None] - lin_price[:, None, None] * Ls  # [M, L+1, K]
     finite = np.isfinite(costs)
     base = np.where(finite, base, -np.inf)
     safe_cost = np.where(finite, costs, 0.0)
 
     def choose(mu):
         score = base - mu[:, None, None] * safe_cost
-        idx = np.argmax(score, axis=1)  # [G, K]
+        idx = np.argmax(score, axis=1)  # [M, K]
         used = np.take_along_axis(safe_cost, idx[:, None, :], axis=1)[:, 0, :].sum(axis=1)
         return idx, used
 
@@ -153,7 +153,7 @@ def _lagrangian_choice(values, costs, lin_price, B, iters: int = 40):
 
 
 def sync_candidates(scenario: Scenario, table, L_max: int, rates, n_grid: int = 32, n_dinkelbach: int = 4):
-    """Lagrangian/Dinkelbach candidates over a log grid of makespans D; returns (L [G, K], lower bounds [G])."""
+    """Lagrangian/Dinkelbach candidates over a log grid of M makespans D; returns (L [M, K], lower bounds [M])."""
     tau, S, B = scenario.tau, scenario.payload.bits_per_token, scenario.radio.bandwidth_hz
     K = scenario.num_users
     t1 = scenario.server.t1_s_per_token

@@ -16,8 +16,8 @@ into different tokens, so this pair is **labelled separately** and measured two 
   ``beta_t = sum_x min(p_t(x), q_t(x))`` over them (mass on unshared tokens counts as rejected).
   This is an approximation: it ignores multi-token matches across boundaries.
 
-We do not implement cross-tokenizer *sampling* (transformers 5.24's path is not lossless, see
-``../shared/design/models-data.md``).
+We do not implement cross-tokenizer *sampling*: transformers 5.24's universal assisted
+generation path is not lossless under sampling (it re-tokenises drafts and compares texts).
 """
 from __future__ import annotations
 

