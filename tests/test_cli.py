@@ -40,7 +40,8 @@ def test_every_policy_runs(tmp_path):
     s = tmp_path / "s.json"
     assert run("scenario", "--users", "3", "--seed", "1", "-o", str(s)).returncode == 0
     listed = run("solve", "--list-policies").stdout
-    for name, pol in POLICIES.items():
+    builtin = {n: p for n, p in POLICIES.items() if p.fn.__module__.startswith("spinlib.")}  # not tests' own
+    for name, pol in builtin.items():
         assert name in listed
         extra = ["--L-max", "4"] if "L_max" in pol.params else []
         r = run("solve", str(s), "--policy", name, *extra, "--json")
