@@ -111,6 +111,8 @@ def _key_default(x):
     """Key encoding beyond :func:`json_default`: functions by qualified name, dataclasses as dicts."""
     import dataclasses
 
+    if isinstance(x, (range, set, frozenset)):
+        return sorted(x) if isinstance(x, (set, frozenset)) else list(x)
     if callable(x) and hasattr(x, "__qualname__"):
         return f"{x.__module__}.{x.__qualname__}"
     if dataclasses.is_dataclass(x) and not isinstance(x, type):

@@ -358,8 +358,6 @@ def make_uldl_scenario(knob: str, value, seed: int, *, num_users: int = 8, dl_po
 
 
 
-
-
 # ----------------------------------------------------------------------------------------------
 # Checks against references (the notebooks' optimality tables)
 # ----------------------------------------------------------------------------------------------
@@ -439,6 +437,52 @@ def uldl_length_check(n: int, seed: int) -> list[dict]:
     return rows
 
 
+
+# ----------------------------------------------------------------------------------------------
+# Notebook 01: the closed form against simulated rounds; where speculation starts to pay
+# ----------------------------------------------------------------------------------------------
+def mc_vs_closed_form(scenario: Scenario, L_values: Sequence[int], n_rounds: int, seed: int,
+                      confidence: float = 0.99) -> list[dict]:
+    """Closed-form goodput of a common length L (homogeneous optimal split) against ``n_rounds``
+    simulated rounds (:func:`spinlib.rounds.simulate_rounds`, generator ``default_rng([seed, L])``),
+    with the simulation's ``confidence`` interval, for every L in ``L_values``."""
+    from .rounds import Allocation, simulate_rounds
+
+    K = scenario.num_users
+    hom = solve(scenario, "homogeneous")
+    out = []
+    for L in L_values:
+        a = Allocation(tuple([int(L)] * K), tuple(hom.bandwidth_hz) if L > 0 else (0.0,) * K)
+        sim = simulate_rounds(scenario, a, n_rounds, np.random.default_rng([seed, int(L)]), confidence)
+        out.append({"L": int(L), "closed_form": evaluate(scenario, a).goodput_tokens_per_s,
+                    "simulated": sim.goodput_tokens_per_s, "ci_low": sim.ci_low, "ci_high": sim.ci_high})
+    return out
+
+
+def speculation_boundary(scenario: Scenario, draft_time_scales: Sequence[float],
+                         access_latencies_s: Sequence[float]) -> list[dict]:
+    """Optimal common length L* and its gain over server-only decoding against the access
+    latency, for the scenario's devices slowed down or sped up by each factor, with the critical
+    latency of :func:`spinlib.control.homogeneous.critical_access_latency`."""
+    import dataclasses
+
+    from .control.homogeneous import critical_access_latency
+
+    out = []
+    for scale in draft_time_scales:
+        users = tuple(dataclasses.replace(u, draft_time_s=u.draft_time_s * scale) for u in scenario.users)
+        s = scenario.replace(users=users)
+        t_star = critical_access_latency(s)
+        for t_acc in access_latencies_s:
+            s2 = s.replace(radio=dataclasses.replace(s.radio, access_latency_s=float(t_acc)))
+            hom = solve(s2, "homogeneous")
+            base = solve(s2, "server-only").goodput_tokens_per_s
+            out.append({"draft_time_scale": float(scale), "t_acc_ms": float(t_acc) * 1e3, "L_star": hom.draft_lengths[0],
+                        "gain": hom.goodput_tokens_per_s / base - 1, "critical_ms": t_star * 1e3})
+    return out
+
+
 __all__ = ["PolicySpec", "spec", "paper1_specs", "uldl_specs", "allocation_metrics", "run_point", "map_points",
            "sweep_seeds", "sweep", "wide", "frame", "gain_table", "heterogeneity_kwargs", "payload_of",
-           "make_scenario", "make_uldl_scenario", "KNOBS", "ULDL_KNOBS", "METRICS", "RECORD_VERSION", "Policy", "exhaustive_gaps", "uldl_structure_check", "uldl_length_check", "paper1_gains"]
+           "make_scenario", "make_uldl_scenario", "KNOBS", "ULDL_KNOBS", "METRICS", "RECORD_VERSION", "Policy", "exhaustive_gaps", "uldl_structure_check", "uldl_length_check", "paper1_gains",
+           "mc_vs_closed_form", "speculation_boundary"]

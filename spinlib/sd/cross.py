@@ -126,3 +126,31 @@ def intersection_beta(target, target_tok, draft, draft_tok, prompt: str, *, max_
         q = torch.softmax(q_logits, -1).numpy()
         betas.append(float(np.minimum(p[t, t_map], q[d_map]).sum()))
     return np.array(betas)
+
+
+def cross_pair_check(tasks, max_new_tokens: int, draft_length: int = 4, prompt_chars: int = 1500) -> dict:
+    """SmolLM2-135M drafting for Gemma-3-270M across tokenizers, one prompt per task (notebook 05).
+
+    Per task: whether the greedy output equals the target's own greedy output, accepted drafts
+    per drafted token, tokens per target call, and the mean ``beta_t`` over the shared
+    vocabulary (:func:`intersection_beta`). Returns ``{"shared_tokens", "rows"}``.
+    """
+    from .engine import target_generate
+    from .models import load_target
+    from .prompts import load_prompts
+
+    target, ttok = load_target("gemma-3-270m")
+    draft, dtok = load_target("smollm2-135m-instruct")
+    vm = vocabulary_map(dtok, ttok)
+    rows = []
+    for t in tasks:
+        text = "Question: " + load_prompts(t, 1)[0]["prompt"][-prompt_chars:] + "\n\nAnswer:"
+        ref = target_generate(target, list(ttok(text)["input_ids"]), max_new_tokens=max_new_tokens,
+                              stop_ids=(ttok.eos_token_id,))  # both stop at the end-of-sequence token
+        res = cross_greedy_generate(target, ttok, draft, dtok, text, max_new_tokens=max_new_tokens,
+                                    draft_length=draft_length)
+        beta = intersection_beta(target, ttok, draft, dtok, text, max_new_tokens=max_new_tokens, vocab_map=vm)
+        rows.append({"task": t, "identical_to_target_greedy": res.token_ids == ref,
+                     "accepted_per_drafted": res.accepted_per_drafted, "tokens_per_target_call": res.tokens_per_target_call,
+                     "alpha_intersection_T1": float(beta.mean())})
+    return {"shared_tokens": int(len(vm[0])), "rows": rows}

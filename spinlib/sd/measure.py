@@ -209,3 +209,33 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
                          "threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine()}
     atomic_write_text(summ, json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def engine_round_traces(pair_name: str, task: str, n_prompts: int, max_new_tokens: int, draft_length: int,
+                        payloads: dict, seed: int = 0, temperature: float = 1.0) -> list[dict]:
+    """Per-round records of the real engine in both modes (notebook 06's bits-vs-model check).
+
+    For each of the first ``n_prompts`` prompts of ``task`` (chat template), each payload in
+    ``payloads`` (name -> :class:`~spinlib.scenario.Payload`) and each mode ("UL", "DL"): one
+    speculative generation at ``temperature`` with generator seed ``seed + prompt index``; one
+    record per round with the drafted and accepted counts and the bits the engine sent.
+    """
+    import torch
+
+    from .engine import speculative_generate
+    from .models import load_pair
+    from .prompts import encode, load_spec_bench
+
+    target, draft, tok = load_pair(pair_name)
+    rows = []
+    for i, p in enumerate(load_spec_bench(task, n_prompts)):
+        ids = encode(tok, p["prompt"], chat=True)
+        for pname, pay in payloads.items():
+            for mode in ("UL", "DL"):
+                _, rr = speculative_generate(target, draft, ids, max_new_tokens=max_new_tokens,
+                                             draft_length=draft_length, temperature=temperature,
+                                             generator=torch.Generator().manual_seed(seed + i), mode=mode,
+                                             payload=pay, stop_ids=(tok.eos_token_id,))
+                rows += [{"prompt": i, "payload": pname, "mode": mode, "drafted": r.drafted, "accepted": r.accepted,
+                          "bits_up": r.bits_up, "bits_down": r.bits_down} for r in rr]
+    return rows
