@@ -60,6 +60,11 @@ fi
 # ---------------------------------------------------------------- notebooks
 if [[ $SMOKE == True ]]; then export SPINLIB_RESULTS="$ROOT/results/smoke"; fi
 OUTDIR="${SPINLIB_RESULTS:-$ROOT/results}"
+# what will run is known before anything under results/ changes
+shopt -s nullglob
+notebooks=(notebooks/[0-9][0-9]_*.ipynb)
+[[ -n "$ONLY" ]] && notebooks=(notebooks/${ONLY}_*.ipynb)
+[[ ${#notebooks[@]} -gt 0 ]] || { echo "run_all.sh: no notebook matches ${ONLY:-NN} (see notebooks/)" >&2; exit 2; }
 mkdir -p "$OUTDIR/executed" "$OUTDIR/figures"
 "$PY" - "$OUTDIR/ENVIRONMENT.txt" <<'PYEOF'
 import platform, subprocess, sys, importlib.metadata as md, os
@@ -77,22 +82,28 @@ for p in ["numpy", "scipy", "cvxpy", "torch", "transformers", "datasets", "matpl
 open(sys.argv[1], "w").write("\n".join(lines) + "\n")
 PYEOF
 
-shopt -s nullglob
-notebooks=(notebooks/[0-9][0-9]_*.ipynb)
-[[ -n "$ONLY" ]] && notebooks=(notebooks/${ONLY}_*.ipynb)
-[[ ${#notebooks[@]} -gt 0 ]] || { echo "run_all.sh: no notebook matches ${ONLY:-NN}" >&2; exit 2; }
+# a run in progress (or interrupted) is marked: results/RUN_INCOMPLETE lists what did not finish
+MARK="$OUTDIR/RUN_INCOMPLETE"
+printf '%s\n' "run started $(date -u +%FT%TZ); unfinished notebooks (summaries/figures of these may be partial):" \
+  "${notebooks[@]}" > "$MARK"
 total_start=$(date +%s)
 for nb in "${notebooks[@]}"; do
   name=$(basename "$nb")
   start=$(date +%s)
-  if ! "$PY" -m papermill "$nb" "$OUTDIR/executed/$name" -k spinlib --cwd notebooks \
+  tmp="$OUTDIR/executed/.${name%.ipynb}.running.ipynb"
+  if ! "$PY" -m papermill "$nb" "$tmp" -k spinlib --cwd notebooks \
         -p SMOKE "$SMOKE" -p RECOMPUTE "$RECOMPUTE" --no-progress-bar --log-level WARNING \
         > "$OUTDIR/executed/${name%.ipynb}.log" 2>&1; then
+    mv -f "$tmp" "$OUTDIR/executed/${name%.ipynb}.failed.ipynb" 2>/dev/null || true
     echo "FAILED  $name after $(( $(date +%s) - start )) s; the failing cell and error:" >&2
     grep -v '^\s*$' "$OUTDIR/executed/${name%.ipynb}.log" | tail -n 40 >&2
-    echo "(executed copy with the error: $OUTDIR/executed/$name)" >&2
+    echo "(executed copy with the error: $OUTDIR/executed/${name%.ipynb}.failed.ipynb; $MARK lists what did not finish)" >&2
     exit 1
   fi
+  mv -f "$tmp" "$OUTDIR/executed/$name"
+  rm -f "$OUTDIR/executed/${name%.ipynb}.failed.ipynb"
+  grep -vxF "$nb" "$MARK" > "$MARK.tmp" || true; mv -f "$MARK.tmp" "$MARK"
   printf '%-40s %5d s\n' "$name" $(( $(date +%s) - start ))
 done
+rm -f "$MARK"
 echo "all notebooks done in $(( $(date +%s) - total_start )) s; outputs in $OUTDIR"

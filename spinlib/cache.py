@@ -18,12 +18,23 @@ from .paths import CACHE
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and ``os.replace`` (no torn files)."""
+    """Write ``text`` to ``path`` through a temporary file and ``os.replace`` (no torn files).
+
+    A symbolic link is written through (its target is replaced, the link kept); a path that
+    exists and is not a regular file (a directory, a named pipe, a device) is refused with one
+    line, never replaced.
+    """
+    from .scenario import ValidationError
+
     path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    if path.exists() and not path.is_file():
+        raise ValidationError(f"refusing to write {path}: it exists and is not a regular file")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
     except BaseException:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 
 import matplotlib
@@ -51,8 +52,15 @@ def save_figure(fig, name: str, directory: Path | None = None) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / f"{name}.{ext}" for ext in ("pdf", "png")]
     for p in paths:
+        # written to a temporary file and renamed: an interrupted run never leaves a torn figure;
         # no creation date in the PDF: the same run gives the same bytes
-        fig.savefig(p, metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
+        tmp = p.with_name(f".{p.name}.tmp")
+        try:
+            fig.savefig(tmp, format=p.suffix[1:], metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
+            os.replace(tmp, p)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
     return paths
 
 

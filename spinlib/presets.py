@@ -253,6 +253,13 @@ def random_scenario(
         ).items()
         if v is not None
     }
+    for name in ("bandwidth_hz", "cell_radius_m", "access_latency_s", "shadowing_db"):
+        if name in changes:
+            v = changes[name]
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v) \
+                    or v < 0 or (v == 0 and name in ("bandwidth_hz", "cell_radius_m")):
+                bound = "> 0" if name in ("bandwidth_hz", "cell_radius_m") else ">= 0"
+                raise ValidationError(f"{name} must be a finite number {bound}, got {v!r}")
     p = dataclasses.replace(p, **changes)
     lo, hi = p.alpha_range
     if not (0 <= lo <= hi < 1):

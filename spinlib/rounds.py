@@ -34,7 +34,7 @@ import numpy as np
 from .acceptance import prefix_table, sample_accepted, tokens_table
 from .cache import json_default
 from .channel import RateModel
-from .scenario import Scenario, ValidationError, check_int_range
+from .scenario import Scenario, ValidationError, check_int_range, check_keys
 
 ROUND_MODELS = ("sync", "async")
 L_MAX_ALLOWED = 64
@@ -125,22 +125,27 @@ class Allocation:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Allocation":
-        if not isinstance(d, dict):
-            raise ValidationError("allocation JSON must be an object")
-        for key in ("draft_lengths", "bandwidth_hz"):
-            if key not in d:
-                raise ValidationError(f"allocation JSON is missing the field {key!r}")
-            if not isinstance(d[key], list):
-                raise ValidationError(f"{key} must be a list")
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items() if k in known})
+        known = [f.name for f in dataclasses.fields(cls)]
+        d = check_keys("allocation", d, known, required=("draft_lengths", "bandwidth_hz"))
+        for key in ("draft_lengths", "bandwidth_hz", "modes", "dl_power_w"):
+            if key in d and d[key] is not None and not isinstance(d[key], (list, tuple)):
+                raise ValidationError(f"{key} must be a list, got {type(d[key]).__name__}")
+        if d.get("info") is not None and not isinstance(d["info"], dict):
+            raise ValidationError(f"info must be a JSON object, got {type(d['info']).__name__}")
+        G = d.get("goodput_tokens_per_s")
+        if G is not None and (isinstance(G, bool) or not isinstance(G, (int, float)) or not math.isfinite(G)):
+            raise ValidationError(f"goodput_tokens_per_s must be a finite number or null, got {G!r}")
+        return cls(**{k: (tuple(v) if isinstance(v, (list, tuple)) else v) for k, v in d.items() if k != "info"},
+                   info=d.get("info") or {})
 
     @classmethod
     def from_json(cls, source: str | Path) -> "Allocation":
         try:
-            text = Path(source).read_text() if not str(source).lstrip().startswith("{") else str(source)
+            text = Path(source).read_text(encoding="utf-8") if not str(source).lstrip().startswith("{") else str(source)
         except OSError as e:
             raise ValidationError(f"cannot read allocation file {source}: {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise ValidationError(f"allocation file {source} is not UTF-8 text (byte {e.start})") from None
         try:
             return cls.from_dict(json.loads(text))
         except json.JSONDecodeError as e:

@@ -92,6 +92,39 @@ def check_int_range(name: str, value: Any, lo: int, hi: int | None = None) -> in
     return v
 
 
+def check_keys(where: str, d: Any, allowed, required=()) -> dict:
+    """``d`` as a dict whose keys are all in ``allowed`` (and include ``required``), or one
+    :class:`ValidationError` naming the unknown key and the closest known one."""
+    import difflib
+
+    if not isinstance(d, dict):
+        raise ValidationError(f"{where} must be a JSON object, got {type(d).__name__}")
+    allowed = list(allowed)
+    for key in d:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(allowed)})"
+            raise ValidationError(f"{where} has an unknown field {key!r}{hint}")
+    for key in required:
+        if key not in d:
+            raise ValidationError(f"{where} is missing the field {key!r}")
+    return d
+
+
+def _fields(cls) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def _required(cls) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
 def check_alpha(name: str, value: Any) -> float:
     """Acceptance rates live in [0, 1): alpha = 1 would make every draft free and infinite."""
     v = _check_real(name, value)
@@ -255,6 +288,7 @@ class Downlink:
 
 
 DL_VARIANTS = ("reject", "all")
+MAX_USERS = 100_000  # bound on the users a scenario file may hold
 FEEDBACK_COUNT_BITS = 8  # the accepted count in every round's feedback
 PAYLOAD_MODES = ("ids", "full", "topk")
 
@@ -351,7 +385,7 @@ class Scenario:
             if not isinstance(getattr(self, fname), cls):
                 raise ValidationError(f"{fname} must be a {cls.__name__}")
 
-    # ----- vectorised views (cached: the scenario is immutable; do not modify the arrays) --
+    # ----- vectorised views (cached and read-only: the scenario is immutable) ---------------
     @property
     def num_users(self) -> int:
         return len(self.users)
@@ -359,27 +393,27 @@ class Scenario:
     @functools.cached_property
     def tau(self) -> np.ndarray:
         """``[K]`` draft time per token [s]."""
-        return np.array([u.draft_time_s for u in self.users])
+        return _readonly(np.array([u.draft_time_s for u in self.users]))
 
     @functools.cached_property
     def alpha(self) -> np.ndarray:
         """``[K]`` i.i.d. acceptance rates."""
-        return np.array([u.alpha for u in self.users])
+        return _readonly(np.array([u.alpha for u in self.users]))
 
     @functools.cached_property
     def gain(self) -> np.ndarray:
         """``[K]`` linear channel gains."""
-        return np.array([u.channel_gain for u in self.users])
+        return _readonly(np.array([u.channel_gain for u in self.users]))
 
     @functools.cached_property
     def power(self) -> np.ndarray:
         """``[K]`` transmit powers [W]."""
-        return np.array([u.tx_power_w for u in self.users])
+        return _readonly(np.array([u.tx_power_w for u in self.users]))
 
     @functools.cached_property
     def snr_scale_hz(self) -> np.ndarray:
         """``[K]`` ``a_k = P_k g_k / N0`` [Hz]: SNR at bandwidth b is ``a_k / b``."""
-        return self.power * self.gain / self.radio.noise_psd_w_per_hz
+        return _readonly(self.power * self.gain / self.radio.noise_psd_w_per_hz)
 
     @property
     def feedback_time_s(self) -> float:
@@ -400,42 +434,42 @@ class Scenario:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Scenario":
-        if not isinstance(d, dict):
-            raise ValidationError("scenario JSON must be an object")
-        d = dict(d)
+        d = dict(check_keys("scenario", d, ["format", *_fields(cls)], required=("users", "radio", "server", "payload")))
         fmt = d.pop("format", "spinlib.scenario/1")
         if fmt != "spinlib.scenario/1":
             raise ValidationError(f"format must be 'spinlib.scenario/1', got {fmt!r}")
-        try:
-            users = []
-            for i, u in enumerate(d["users"]):
-                u = dict(u)
-                if u.get("acceptance_profile") is not None:
-                    u["acceptance_profile"] = tuple(u["acceptance_profile"])
-                try:
-                    users.append(User(**u))
-                except ValidationError as e:
-                    raise ValidationError(f"users[{i}].{e}") from None
-            parts = {}
-            for fname, klass in (("radio", Radio), ("server", Server), ("payload", Payload)):
-                try:
-                    parts[fname] = klass(**d[fname])
-                except ValidationError as e:
-                    raise ValidationError(f"{fname}.{e}") from None
+        if not isinstance(d["users"], (list, tuple)):
+            raise ValidationError(f"users must be a JSON list, got {type(d['users']).__name__}")
+        if len(d["users"]) > MAX_USERS:
+            raise ValidationError(f"users must hold at most {MAX_USERS:,} users, got {len(d['users']):,}")
+        users = []
+        for i, u in enumerate(d["users"]):
+            u = dict(check_keys(f"users[{i}]", u, _fields(User), required=_required(User)))
+            prof = u.get("acceptance_profile")
+            if prof is not None:
+                if not isinstance(prof, (list, tuple)):
+                    raise ValidationError(f"users[{i}].acceptance_profile must be a list or null")
+                u["acceptance_profile"] = tuple(prof)
             try:
-                parts["downlink"] = Downlink(**d.get("downlink", {}))
+                users.append(User(**u))
             except ValidationError as e:
-                raise ValidationError(f"downlink.{e}") from None
-            return cls(
-                users=tuple(users),
-                **parts,
-                name=d.get("name", ""),
-                meta=d.get("meta", {}) or {},
-            )
-        except KeyError as e:
-            raise ValidationError(f"scenario JSON is missing the field {e.args[0]!r}") from None
-        except TypeError as e:  # unknown keyword
-            raise ValidationError(f"scenario JSON has an unexpected field: {e}") from None
+                raise ValidationError(f"users[{i}].{e}") from None
+        parts = {}
+        for fname, klass in (("radio", Radio), ("server", Server), ("payload", Payload), ("downlink", Downlink)):
+            if fname not in d:
+                continue
+            sub = check_keys(fname, d[fname], _fields(klass), required=_required(klass))
+            try:
+                parts[fname] = klass(**sub)
+            except ValidationError as e:
+                raise ValidationError(f"{fname}.{e}") from None
+        name = d.get("name", "")
+        if not isinstance(name, str):
+            raise ValidationError(f"name must be a string, got {type(name).__name__}")
+        meta = d.get("meta", {}) or {}
+        if not isinstance(meta, dict):
+            raise ValidationError(f"meta must be a JSON object, got {type(meta).__name__}")
+        return cls(users=tuple(users), **parts, name=name, meta=meta)
 
     def to_json(self, path: str | Path | None = None, indent: int = 2) -> str:
         text = json.dumps(self.to_dict(), indent=indent)
@@ -450,9 +484,11 @@ class Scenario:
         """Load from a JSON string or a path to a JSON file."""
         if isinstance(source, Path) or (isinstance(source, str) and not source.lstrip().startswith("{")):
             try:
-                text = Path(source).read_text()
+                text = Path(source).read_text(encoding="utf-8")
             except OSError as e:
                 raise ValidationError(f"cannot read scenario file {source}: {e.strerror}") from None
+            except UnicodeDecodeError as e:
+                raise ValidationError(f"scenario file {source} is not UTF-8 text (byte {e.start})") from None
         else:
             text = source
         try:

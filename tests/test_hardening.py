@@ -1,0 +1,118 @@
+"""Bad input is refused with one line; nothing passes silently (issue 12 findings that are fixed)."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from spinlib import random_scenario
+from spinlib.cache import atomic_write_text
+from spinlib.paths import ROOT
+from spinlib.rounds import Allocation
+from spinlib.scenario import Scenario, ValidationError
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "spinlib", *args], capture_output=True, text=True, timeout=300)
+
+
+def one_line_error(r, match):
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert match in lines[0], lines[0]
+
+
+@pytest.fixture
+def scen(tmp_path):
+    p = tmp_path / "s.json"
+    random_scenario(3, seed=1).to_json(p)
+    return p
+
+
+@pytest.mark.parametrize("section,bad,hint", [
+    (None, "down_link", "did you mean 'downlink'"),
+    ("radio", "bandwith_hz", "did you mean 'bandwidth_hz'"),
+    ("users", "alpah", "did you mean 'alpha'"),
+    ("payload", "topk", "did you mean 'top_k'"),
+])
+def test_misspelt_scenario_keys_are_refused(scen, tmp_path, section, bad, hint):
+    d = json.loads(scen.read_text())
+    target = d if section is None else (d[section][0] if section == "users" else d[section])
+    target[bad] = 1
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(d))
+    one_line_error(run("solve", str(p), "--policy", "homogeneous"), hint)
+
+
+@pytest.mark.parametrize("alloc,match", [
+    ({"draft_lengths": [1, 1, 1], "bandwidth_hz": [1e6] * 3, "mode": ["UL"] * 3}, "did you mean 'modes'"),
+    ({"draft_lengths": [1, 1, 1], "bandwidth_hz": [1e6] * 3, "modes": 7, "dl_power_w": [0, 0, 0]}, "modes must be a list"),
+    ({"draft_lengths": [1, 1, 1], "bandwidth_hz": [1e6] * 3, "modes": ["UL"] * 3, "dl_power_w": 5}, "dl_power_w must be a list"),
+    ({"draft_lengths": [1, 1, 1], "bandwidth_hz": [1e6] * 3, "dl_powr_w": [0, 0, 0]}, "did you mean 'dl_power_w'"),
+    ([1, 2], "allocation must be a JSON object"),
+])
+def test_bad_allocations_are_one_line(scen, tmp_path, alloc, match):
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(alloc))
+    one_line_error(run("evaluate", str(scen), "--allocation", str(a)), match)
+
+
+def test_invalid_utf8_is_one_line(tmp_path, scen):
+    p = tmp_path / "s.json"
+    p.write_bytes(b'{"users": "\xff\xfe"}')
+    one_line_error(run("solve", str(p), "--policy", "homogeneous"), "not UTF-8")
+    a = tmp_path / "a.json"
+    a.write_bytes(b'\xff{"draft_lengths": []}')
+    one_line_error(run("evaluate", str(scen), "--allocation", str(a)), "not UTF-8")
+
+
+def test_scenario_arrays_are_read_only():
+    s = random_scenario(3, seed=1)
+    for name in ("tau", "alpha", "gain", "power", "snr_scale_hz"):
+        with pytest.raises(ValueError, match="read-only"):
+            getattr(s, name)[0] = 1.0
+
+
+@pytest.mark.parametrize("field", ["shadowing_db", "bandwidth_hz", "cell_radius_m", "access_latency_s"])
+def test_generator_refuses_nan(field):
+    with pytest.raises(ValidationError, match=field):
+        random_scenario(3, seed=1, **{field: float("nan")})
+
+
+def test_output_writes_through_symlinks_and_refuses_special_files(tmp_path):
+    target = tmp_path / "real.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    atomic_write_text(link, "new")
+    assert link.is_symlink() and target.read_text() == "new"
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ValidationError, match="not a regular file"):
+        atomic_write_text(fifo, "x")
+    with pytest.raises(ValidationError, match="not a regular file"):
+        atomic_write_text(tmp_path, "x")
+    r = run("scenario", "--users", "2", "-o", str(fifo))
+    one_line_error(r, "not a regular file")
+
+
+def test_scenario_round_trip_is_exact():
+    for i in range(5):
+        s = random_scenario(4, seed=i, preset=["llama2-7b-l4", "qwen-7b-l4"][i % 2])
+        assert Scenario.from_json(s.to_json()) == s
+        a = Allocation((1, 0, 2, 3), (1e6, 0.0, 2e6, 3e6), "sync", "x", 1.0, {"k": 1})
+        b = Allocation.from_json(a.to_json())
+        assert b == a and b.info == {"k": 1}
+
+
+def test_run_all_typo_changes_nothing():
+    env_file = ROOT / "results" / "ENVIRONMENT.txt"
+    before = env_file.read_bytes() if env_file.exists() else None
+    r = subprocess.run(["bash", str(ROOT / "run_all.sh"), "--only", "99"], capture_output=True, text=True,
+                       timeout=600, cwd=ROOT)
+    assert r.returncode == 2 and "no notebook matches 99" in r.stderr
+    assert (env_file.read_bytes() if env_file.exists() else None) == before
+    assert not (ROOT / "results" / "RUN_INCOMPLETE").exists()
