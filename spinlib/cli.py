@@ -334,7 +334,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    import warnings
+
     args = build_parser().parse_args(argv)
+    # numerical warnings are not errors: every printed result is checked finite, or one line explains
+    warnings.simplefilter("ignore", RuntimeWarning)
     try:
         return args.func(args)
     except ValidationError as e:

@@ -116,3 +116,23 @@ def test_run_all_typo_changes_nothing():
     assert r.returncode == 2 and "no notebook matches 99" in r.stderr
     assert (env_file.read_bytes() if env_file.exists() else None) == before
     assert not (ROOT / "results" / "RUN_INCOMPLETE").exists()
+
+
+def test_non_finite_results_are_refused(tmp_path):
+    import dataclasses
+
+    from spinlib.presets import random_uldl_scenario
+
+    s = random_uldl_scenario(3, np.random.default_rng(1))
+    s = s.replace(downlink=dataclasses.replace(s.downlink, bandwidth_hz=5e-324))
+    p = tmp_path / "s.json"
+    s.to_json(p)
+    one_line_error(run("solve", str(p), "--policy", "uldl-optimal", "--L-max", "4"), "non-finite goodput")
+
+
+def test_policies_refuse_sizes_they_do_not_scale_to():
+    from spinlib.control import solve
+
+    s = random_scenario(13, seed=0)
+    with pytest.raises(ValidationError, match="accepts at most 12 users"):
+        solve(s, "uldl-exhaustive")

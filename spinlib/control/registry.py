@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -52,6 +53,8 @@ class Policy:
         Declared keyword parameters and their defaults (from ``fn``'s signature).
     family : str
         One of :data:`FAMILIES` (used to pick groups of policies in sweeps and listings).
+    max_users : int or None
+        Largest K the policy is meant for; :func:`solve` refuses larger scenarios before starting.
     """
 
     name: str
@@ -59,6 +62,7 @@ class Policy:
     description: str
     params: dict
     family: str = "user"
+    max_users: int | None = None
 
     def __call__(self, scenario: Scenario, **kwargs):
         return solve(scenario, self.name, **kwargs)
@@ -83,7 +87,8 @@ def _declared_params(name: str, fn: Callable) -> dict:
     return params
 
 
-def register_policy(name: str, description: str, *, family: str = "user", replace: bool = False):
+def register_policy(name: str, description: str, *, family: str = "user", max_users: int | None = None,
+                    replace: bool = False):
     """Decorator: register ``fn(scenario, **params) -> Allocation`` as policy ``name``.
 
     Parameters
@@ -94,6 +99,8 @@ def register_policy(name: str, description: str, *, family: str = "user", replac
         One line shown by ``python -m spinlib solve --list-policies``.
     family : str
         One of :data:`FAMILIES`; user policies default to ``"user"``.
+    max_users : int, optional
+        Largest number of users the policy accepts (it does not scale beyond).
     """
     if not isinstance(name, str) or not name or any(c.isspace() for c in name):
         raise ValidationError(f"policy name must be a non-empty string without spaces, got {name!r}")
@@ -107,7 +114,7 @@ def register_policy(name: str, description: str, *, family: str = "user", replac
                 (getattr(fn, "__module__", None), getattr(fn, "__qualname__", None))
             if not same_def:  # re-running a notebook cell re-registers the same definition: allowed
                 raise ValidationError(f"policy {name!r} is already registered; pass replace=True to overwrite it")
-        POLICIES[name] = Policy(name, fn, description, _declared_params(name, fn), family)
+        POLICIES[name] = Policy(name, fn, description, _declared_params(name, fn), family, max_users)
         return fn
 
     return deco
@@ -159,9 +166,16 @@ def solve(scenario: Scenario, policy: str, **kwargs):
         raise ValidationError(f"scenario must be a spinlib Scenario, got {type(scenario).__name__}")
     pol = get_policy(policy)
     check_params(policy, kwargs)
+    if pol.max_users is not None and scenario.num_users > pol.max_users:
+        raise ValidationError(f"policy {policy!r} accepts at most {pol.max_users:,} users, the scenario has "
+                              f"{scenario.num_users:,}")
     alloc = pol.fn(scenario, **kwargs)
     if not isinstance(alloc, Allocation):
         raise ValidationError(f"policy {policy!r} returned {type(alloc).__name__}, not an Allocation")
+    G = alloc.goodput_tokens_per_s
+    if G is not None and not math.isfinite(G):
+        raise ValidationError(f"policy {policy!r} produced a non-finite goodput ({G}): the scenario's values are "
+                              "outside the range where the rate models are numerically meaningful")
     return alloc
 
 

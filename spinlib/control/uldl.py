@@ -365,7 +365,7 @@ def solve_uldl_fixed_length(scenario: Scenario, draft_length: int = 4, exact_max
 
 
 @register_policy("uldl-optimal", "UL/DL: top-m mode structure + greedy lengths + optimal bandwidth and DL power "
-                 "(modes certified exhaustively for K <= 16)", family="paper2")
+                 "(modes certified exhaustively for K <= 16)", family="paper2", max_users=1000)
 def solve_uldl_optimal(scenario: Scenario, L_max: int = 16, exact_max_users: int = 16,
                        per_m_max_users: int = 16, max_rounds: int = 8) -> Allocation:
     """Adaptive mode selection: the top-m structure with greedy lengths, then alternation.
@@ -422,7 +422,7 @@ def solve_uldl_optimal(scenario: Scenario, L_max: int = 16, exact_max_users: int
 
 
 @register_policy("uldl-exhaustive", "UL/DL reference: all 2^K mode assignments, same greedy lengths (K <= 12)",
-                 family="reference")
+                 family="reference", max_users=EXHAUSTIVE_MAX_USERS)
 def solve_uldl_exhaustive(scenario: Scenario, L_max: int = 16) -> Allocation:
     """Reference: all ``2^K`` mode assignments, each with optimal power and the same greedy lengths."""
     K = scenario.num_users
