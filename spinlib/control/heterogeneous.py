@@ -23,11 +23,21 @@ Decomposition used here.
 * (B): a Lagrange multiplier mu on the budget separates the users; user k's best response is
   ``max_{L, b} N_k(L) / T_k(L, b) - mu b``, concave in b for each L (solved by bisection on the
   marginal goodput) and then a scan over L. Bisection on mu meets the budget.
-* Both: the integer choice leaves a duality gap of at most one user's switch; we close it by a
-  local search on L (+-1 on one user or on all, and on any two users for K <= 8) with the exact bandwidth
-  of every candidate, started from the best of the Lagrangian candidates, the homogeneous
-  optimum and server-only decoding -- so the result is never worse than any of those. The tests
-  compare it with the exhaustive optimum (``exhaustive.py``) on random instances.
+* Both: the integer choice leaves a duality gap of at most one user's switch; we close most of it
+  by a local search on L (any length of one user given the others -- all L_max+1 values at once --,
+  +-1 on all users, and +-1 on any two users for K <= 8) with the exact bandwidth of every
+  candidate, started from the best of the Lagrangian candidates, the homogeneous optimum and
+  server-only decoding -- so the result is never worse than any of those.
+* (A) is then certified: the local-search optimum is the incumbent of a branch-and-bound over
+  makespan intervals and per-user length boxes (:mod:`.branch_and_bound`, whose docstring argues
+  the bound). Each node's bound relaxes the budget with the needs at the interval's largest
+  makespan and the denominator at its smallest; Dinkelbach on the ratio and a budget multiplier
+  separate it per user, and any (ratio, multiplier) pair gives a valid bound. The allocation's
+  ``info`` reports ``upper_bound`` (>= the optimum), ``gap = (upper_bound - goodput) / upper_bound``
+  and ``status`` ("optimal" when ``gap`` <= the tolerance, else "time_limit"). Up to K = 64 it runs
+  to the tolerance (default 1e-9: well under a second for K <= 32 on random instances); above, it
+  stops after :data:`LARGE_K_BOUND_S` seconds in all and reports the gap it proved. The tests
+  compare both solvers with the exhaustive optimum (``exhaustive.py``) on random instances.
 
 Draft length 0 is always available: the user falls back to autoregressive decoding on the
 server. A user whose channel cannot carry a token in any useful time is simply given L = 0
@@ -36,13 +46,14 @@ server. A user whose channel cannot carry a token in any useful time is simply g
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 
 from ..acceptance import tokens_table
 from ..channel import RateModel
 from ..rounds import Allocation, async_goodput, async_terms, evaluate, sync_goodput, sync_round_time
-from ..scenario import Scenario, check_int_range
+from ..scenario import Scenario, ValidationError, check_int_range
 from .bandwidth import (
     async_best_response,
     async_marginal,
@@ -50,11 +61,14 @@ from .bandwidth import (
     min_makespan_bandwidth,
     required_bandwidth,
 )
+from .branch_and_bound import branch_and_bound_sync
 from .homogeneous import solve_homogeneous
 from .registry import register_policy
 
 POLISH_MAX_USERS = 32  # local search on L runs up to this K (beyond, the Lagrangian gap is O(1/K))
 PAIR_MOVES_MAX_USERS = 8
+BNB_FULL_USERS = 64  # branch-and-bound to the tolerance up to this K (beyond, a short certifying run)
+LARGE_K_BOUND_S = 0.6  # [s] budget of the whole solve above BNB_FULL_USERS (heuristic included)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -80,10 +94,12 @@ def evaluate_async_lengths(scenario: Scenario, L, table, rates=None):
 
 
 def _neighbours(L: np.ndarray, L_max: int, pairs: bool) -> np.ndarray:
-    """Candidate moves: every +-1 on one user, +-1 on everyone, and (small K) +-1 on any two users."""
+    """Candidate moves ``[n, K]``: every length 0..L_max of one user (the others fixed), +-1 on
+    everyone, and (small K) +-1 on any two users."""
     K = L.size
-    eye = np.eye(K, dtype=int)
-    moves = [L + eye, L - eye, (L + 1)[None], (L - 1)[None]]
+    single = np.tile(L, (K * (L_max + 1), 1))
+    single[np.arange(K * (L_max + 1)), np.repeat(np.arange(K), L_max + 1)] = np.tile(np.arange(L_max + 1), K)
+    moves = [single, (L + 1)[None], (L - 1)[None]]
     if pairs:
         i, j = np.triu_indices(K, 1)
         for si in (1, -1):
@@ -93,12 +109,16 @@ def _neighbours(L: np.ndarray, L_max: int, pairs: bool) -> np.ndarray:
                 m[np.arange(i.size), j] += sj
                 moves.append(m)
     cand = np.vstack(moves)
-    ok = np.all((cand >= 0) & (cand <= L_max), axis=1)
+    ok = np.all((cand >= 0) & (cand <= L_max), axis=1) & np.any(cand != L, axis=1)
     return np.unique(cand[ok], axis=0)
 
 
 def local_search(evaluate, L0: np.ndarray, G0: float, L_max: int, max_sweeps: int = 500):
-    """Best-improvement search over +-1 moves (and pairwise moves for small K), exact evaluation."""
+    """Best-improvement search, exact evaluation of every candidate of a sweep in one batch.
+
+    Moves: any length of one user (its best response to the others, all ``L_max + 1`` values at
+    once), +-1 on every user, and +-1 on any two users for ``K <= 8``.
+    """
     L, G = np.array(L0, dtype=int), float(G0)
     pairs = L.size <= PAIR_MOVES_MAX_USERS
     sweeps = 0
@@ -185,27 +205,72 @@ def _polish(polish: bool | None, K: int) -> bool:
 
 
 def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateModel | None = None,
-                             polish: bool | None = None) -> Allocation:
-    """Per-user draft lengths and bandwidth for one synchronous ragged batch (model A)."""
+                             polish: bool | None = None, gap: float = 1e-9,
+                             time_limit_s: float = 10.0) -> Allocation:
+    """Per-user draft lengths and bandwidth for one synchronous ragged batch (model A), with a
+    certified optimality gap.
+
+    The Lagrangian candidates, the homogeneous optimum and server-only decoding seed a local
+    search (:func:`local_search`); its result is the incumbent of the branch-and-bound of
+    :func:`spinlib.control.branch_and_bound.branch_and_bound_sync`, which improves it and proves a
+    bound on the optimum. Above :data:`BNB_FULL_USERS` users the search runs at most
+    what is left of :data:`LARGE_K_BOUND_S` seconds after the heuristic (less if ``time_limit_s`` is
+    smaller) and reports the gap it certified in that time.
+
+    Parameters
+    ----------
+    L_max : int
+        Largest draft length (1..64).
+    polish : bool, optional
+        Run the local search (default: ``K <= 32``).
+    gap : float
+        Relative optimality tolerance of the branch-and-bound (>= 0).
+    time_limit_s : float
+        Wall-clock budget of the branch-and-bound [s] (>= 0; 0 computes no bound beyond the seeds).
+
+    Returns
+    -------
+    Allocation
+        ``info``: ``upper_bound`` [token/s] >= the optimum, ``gap = (upper_bound - goodput) /
+        upper_bound``, ``status`` ("optimal": gap <= ``gap``; "time_limit": stopped by the clock),
+        ``bnb_nodes``, ``bnb_time_s``, ``makespan_s``, ``local_search_sweeps``, ``homogeneous_goodput``.
+    """
+    gap = _check_nonneg("gap", gap)
+    time_limit_s = _check_nonneg("time_limit_s", time_limit_s)
+    t_start = time.perf_counter()
     rates, K, table, hom = _prepare(scenario, L_max, rates)
     cands, lower = sync_candidates(scenario, table, L_max, rates)
     # exact evaluation of the few most promising candidates (by their grid lower bound)
     order = np.argsort(-lower)[:6]
-    pool = [np.array(hom.draft_lengths), np.zeros(K, dtype=int)] + [cands[i] for i in order]
-    best_L, best_G = None, -np.inf
-    for L in pool:
-        G, _ = evaluate_sync_lengths(scenario, L, table, rates)
-        if G > best_G * (1 + 1e-12):
-            best_L, best_G = L, float(G)
+    pool = np.vstack([np.array(hom.draft_lengths), np.zeros(K, dtype=int)] + [cands[i] for i in order])
+    Gp, _ = evaluate_sync_lengths(scenario, pool, table, rates)
+    i = int(np.argmax(Gp))
+    best_L, best_G = pool[i], float(Gp[i])
     sweeps = 0
     if _polish(polish, K):
         best_L, best_G, sweeps = local_search(
             lambda c: evaluate_sync_lengths(scenario, c, table, rates), best_L, best_G, L_max
         )
+    limit = time_limit_s if K <= BNB_FULL_USERS else \
+        min(time_limit_s, max(0.0, LARGE_K_BOUND_S - (time.perf_counter() - t_start)))
+    big = K > BNB_FULL_USERS
+    bnb = branch_and_bound_sync(scenario, rates, table, best_L, best_G, gap=gap, time_limit_s=limit,
+                                batch=8 if big else 64, n_root=4 if big else 16)
+    best_L = bnb.L
     D, b = min_makespan_bandwidth(scenario, best_L, rates)
     G = float(sync_goodput(scenario, best_L, _tokens_of(table, best_L), D))
-    info = {"makespan_s": float(D), "local_search_sweeps": sweeps, "homogeneous_goodput": hom.goodput_tokens_per_s}
+    ub = max(bnb.upper_bound, G)
+    info = {"makespan_s": float(D), "local_search_sweeps": sweeps, "homogeneous_goodput": hom.goodput_tokens_per_s,
+            "upper_bound": ub, "gap": (ub - G) / ub if ub > 0 else 0.0, "status": bnb.status,
+            "bnb_nodes": bnb.nodes, "bnb_time_s": bnb.time_s}
     return Allocation(tuple(int(x) for x in best_L), tuple(b.tolist()), "sync", "heterogeneous-sync", G, info)
+
+
+def _check_nonneg(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(value) or value < 0:
+        raise ValidationError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -268,9 +333,10 @@ def solve_heterogeneous_async(scenario: Scenario, L_max: int = 16, rates: RateMo
 
 @register_policy("heterogeneous-sync", "per-user draft lengths + optimal bandwidth, one synchronous ragged batch "
                  "(model A)", family="paper1")
-def heterogeneous_sync(scenario: Scenario, L_max: int = 16) -> Allocation:
-    """Policy ``heterogeneous-sync``: :func:`solve_heterogeneous_sync`."""
-    return solve_heterogeneous_sync(scenario, L_max)
+def heterogeneous_sync(scenario: Scenario, L_max: int = 16, gap: float = 1e-9, time_limit_s: float = 10.0) -> Allocation:
+    """Policy ``heterogeneous-sync``: :func:`solve_heterogeneous_sync` (``gap``: relative optimality
+    tolerance; ``time_limit_s``: branch-and-bound budget [s])."""
+    return solve_heterogeneous_sync(scenario, L_max, gap=gap, time_limit_s=time_limit_s)
 
 
 @register_policy("heterogeneous-async", "per-user draft lengths + optimal bandwidth, asynchronous rounds (model B)",
