@@ -315,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--draft-length", type=int, default=4)
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=64)
-    g.add_argument("--mode", choices=("ul", "dl"), default="ul")
+    g.add_argument("--mode", choices=("UL", "DL"), default="UL", help="correction mode (bit accounting only)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     g.add_argument("--json", action="store_true")

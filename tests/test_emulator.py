@@ -4,14 +4,19 @@ Tolerances: with synthetic i.i.d. acceptances and static channels, the emulated 
 within its own 99.9 % confidence interval of the closed form (independent rounds; a false alarm
 per check has probability 1e-3, and the seeds are fixed, so the test is deterministic).
 """
+import dataclasses
+import json
+
 import numpy as np
 import pytest
 
 from spinlib import random_scenario
 from spinlib.control import solve, declared_subset
 from spinlib.acceptance import sample_accepted
-from spinlib.emulator import EmulatorConfig, Fading, emulate
-from spinlib.scenario import User, ValidationError
+from spinlib.emulator import (ClockResult, EmulationResult, EmulatorConfig, Fading, async_clock, emulate,
+                              synthetic_trace, sync_clock)
+from spinlib.modes import mode_payload, parse_modes
+from spinlib.scenario import Payload, User, ValidationError
 from spinlib.presets import random_uldl_scenario
 
 SYNC_POLICIES = ("homogeneous", "heterogeneous-sync", "agnostic", "server-only", "optimal-length-equal-bandwidth")
@@ -133,6 +138,58 @@ def test_timeline_is_consistent():
     sa = solve(s, "heterogeneous-async")
     r = emulate(s, sa, EmulatorConfig(rounds=50, seed=0, timeline_rounds=5))
     assert "queue" in {e["phase"] for e in r.timeline}
+
+
+def test_results_are_frozen_dataclasses():
+    s = random_scenario(3, 8)
+    for pol in ("heterogeneous-sync", "heterogeneous-async"):
+        a = solve(s, pol)
+        r = emulate(s, a, EmulatorConfig(rounds=30, seed=0, timeline_rounds=2))
+        assert isinstance(r, EmulationResult) and dataclasses.is_dataclass(r)
+        d = r.to_dict()
+        json.dumps(d)  # JSON-ready
+        assert d["relative_error"] == r.relative_error and d["goodput_tokens_per_s"] == r.goodput_tokens_per_s
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            r.rounds = 1
+        # the clocks directly: frozen ClockResults, the same numbers as emulate
+        rng = np.random.default_rng(0)
+        tr = synthetic_trace(s, a, 30, "iid", rng)
+        h = Fading().draw(30, 3, rng)
+        clock = async_clock if a.round_model == "async" else sync_clock
+        c = clock(s, a, tr, h, timeline_rounds=2)
+        assert isinstance(c, ClockResult) and dataclasses.is_dataclass(c)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            c.goodput_tokens_per_s = 0.0
+        assert c.goodput_tokens_per_s == r.goodput_tokens_per_s and c.ci_low == r.ci_low
+        assert list(c.timeline) == r.timeline
+
+
+def test_synthetic_trace_bits():
+    """The trace's bits (spinlib.modes.realised_bits): uplink ``L S``, S of the device's mode;
+    downlink D_dist on a DL rejection (variant "reject") or (L + 1) D_dist ("all"); 0 for UL."""
+    rng = np.random.default_rng(5)
+    n_checked = 0
+    for i in range(12):
+        s = random_uldl_scenario(int(rng.integers(2, 6)), rng)
+        a = solve(s, "uldl-fixed-length", draft_length=3)
+        tr = synthetic_trace(s, a, 200, "iid", np.random.default_rng(i))
+        ul = parse_modes(a.modes, s.num_users)
+        S, _, _ = mode_payload(s, a.L, ul, None if ul.all() else np.ones((s.num_users, 4)))
+        np.testing.assert_array_equal(tr.bits_up, tr.drafted * S)
+        dist = s.payload.distribution_bits
+        if s.downlink.variant == "reject":
+            down = np.where(tr.accepted < tr.drafted, dist, 0.0)
+        else:
+            down = (tr.drafted + 1.0) * dist
+        np.testing.assert_array_equal(tr.bits_down, np.where(ul | (tr.drafted == 0), 0.0, down))
+        n_checked += int(np.any(tr.bits_down > 0))
+    assert n_checked >= 3
+    # paper-1 allocations (no modes), payload "ids": the payload's bits per token, nothing down
+    s = random_scenario(3, 1, payload=Payload(32000, "ids"))
+    a = solve(s, "heterogeneous-sync", L_max=6)
+    tr = synthetic_trace(s, a, 50, "iid", np.random.default_rng(0))
+    np.testing.assert_array_equal(tr.bits_up, tr.drafted * s.payload.bits_per_token)
+    assert not tr.bits_down.any()
 
 
 @pytest.mark.real_models

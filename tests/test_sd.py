@@ -1,5 +1,6 @@
 """Real speculative decoding: losslessness (greedy on real prompts, sampling on a toy pair),
-one target pass per round, teacher-forced acceptance vs the engine, bit accounting, CLI."""
+one target pass per round, teacher-forced acceptance vs the engine, bit accounting (the engine's
+bits are spinlib.modes'), CLI."""
 import json
 import subprocess
 import sys
@@ -9,8 +10,9 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from spinlib.scenario import Payload
-from spinlib.sd.engine import round_bits, speculative_generate, target_generate
+from spinlib.modes import feedback_bits, realised_bits
+from spinlib.scenario import Payload, ValidationError
+from spinlib.sd.engine import RoundRecord, speculative_generate, target_generate
 from spinlib.sd.measure import prefix_profile, teacher_forced_beta
 from spinlib.sd.toy import BigramLM
 
@@ -104,14 +106,63 @@ def test_sampling_is_lossless_on_a_toy_pair():
                      np.append(exact[keep], exact[~keep].sum()) * n).pvalue < 1e-6
 
 
-def test_round_bits():
+def test_round_record_bits_keep_their_values():
+    """The engine's bits per round (now from spinlib.modes) keep the values of the engine's own
+    accounting: greedy -> ids only; UL -> L S up; DL -> L (id + Q) up, p down on a rejection."""
     p = Payload(49152, "full", 16)
-    assert round_bits("ul", 4, 2, p, greedy=True) == (4 * 16, 8 + 16)
-    assert round_bits("ul", 4, 2, p, greedy=False) == (4 * p.bits_per_token, 8 + 16)
-    assert round_bits("dl", 4, 2, p, greedy=False) == (4 * (16 + 16), 8 + 49152 * 16)  # rejection: p goes down
-    assert round_bits("dl", 4, 4, p, greedy=False) == (4 * (16 + 16), 8 + 16)  # all accepted: bonus id
+
+    def bits(mode, L, A, pay, greedy):
+        r = RoundRecord.from_round(L, A, A + 1, mode, pay, greedy, 0.0, 0.0)
+        return r.bits_up, r.bits_down
+
+    assert bits("UL", 4, 2, p, greedy=True) == (4 * 16, 8 + 16)
+    assert bits("DL", 4, 2, p, greedy=True) == (4 * 16, 8 + 16)
+    assert bits("UL", 4, 2, p, greedy=False) == (4 * p.bits_per_token, 8 + 16)
+    assert bits("DL", 4, 2, p, greedy=False) == (4 * (16 + 16), 8 + 49152 * 16)  # rejection: p goes down
+    assert bits("DL", 4, 4, p, greedy=False) == (4 * (16 + 16), 8 + 16)  # all accepted: bonus id
+    assert bits("DL", 0, 0, p, greedy=False) == (0, 8 + 16)  # L = 0: plain decoding on the server
     pk = Payload(49152, "topk", 16, 128)  # top-k: the same distribution bits as the UL/DL model
-    assert round_bits("dl", 4, 1, pk, greedy=False) == (4 * (16 + 16), 8 + pk.distribution_bits)
+    assert bits("DL", 4, 1, pk, greedy=False) == (4 * (16 + 16), 8 + pk.distribution_bits)
+    pi = Payload(49152, "ids", 16, 1)  # an ids payload that samples sends the full distribution
+    assert bits("UL", 4, 1, pi, greedy=False) == (4 * 16, 8 + 16)
+    assert bits("DL", 4, 1, pi, greedy=False) == (4 * (16 + 16), 8 + 49152 * 16)
+
+
+@pytest.mark.parametrize("payload", [Payload(5, "full", 16, 5), Payload(5, "topk", 8, 2), Payload(5, "ids", 16, 1)],
+                         ids=["full", "topk", "ids"])
+def test_engine_bits_are_the_modes_realised_bits(payload):
+    """Every round of the engine (toy pair): bits_up = realised_bits' uplink and
+    bits_down = the distribution bits + feedback_bits, in UL and DL mode, greedy and sampled."""
+    rng = np.random.default_rng(1)
+    target, draft = BigramLM.random(5, rng), BigramLM.random(5, rng)
+    seen = set()
+    for mode in ("UL", "DL"):
+        for temperature in (0.0, 1.0):
+            for L in (0, 1, 3):
+                g = torch.Generator().manual_seed(L)
+                _, rounds = speculative_generate(target, draft, [0, 1], max_new_tokens=40, draft_length=L,
+                                                 temperature=temperature, generator=g, mode=mode, payload=payload)
+                for r in rounds:
+                    assert r.mode == mode
+                    up, dist = realised_bits(payload, r.drafted, r.accepted, mode == "UL", greedy=temperature == 0)
+                    assert r.bits_up == float(up)
+                    assert r.bits_down == float(dist + feedback_bits(payload, dist))
+                    seen.add((mode, temperature, r.accepted < r.drafted, r.drafted > 0))
+    # both outcomes (a rejection, all accepted) occurred in every mode when sampling
+    assert {(m, 1.0, rej, True) for m in ("UL", "DL") for rej in (True, False)} <= seen
+
+
+def test_modes_are_UL_or_DL():
+    from spinlib.sd.batched import batched_sync_generate
+
+    t = BigramLM.random(3, np.random.default_rng(0))
+    for bad in ("ul", "dl", "both"):
+        with pytest.raises(ValidationError, match="mode must be 'UL' or 'DL'"):
+            speculative_generate(t, t, [0], max_new_tokens=2, draft_length=1, mode=bad)
+        with pytest.raises(ValidationError, match="must be 'UL' or 'DL'"):
+            batched_sync_generate(t, t, [[0], [1]], [1, 1], 1, modes=["UL", bad])
+    with pytest.raises(ValidationError, match="2 entries"):
+        batched_sync_generate(t, t, [[0], [1], [2]], [1, 1, 1], 1, modes=["UL", "DL"])
 
 
 def test_prefix_profile():
@@ -129,11 +180,14 @@ def test_cli_pairs_and_generate():
     assert {"name", "draft", "target", "tokenizer_shared", "installed"} <= set(rows[0])
     assert {row["target"] for row in rows} == {"smollm2-135m-instruct", "gemma-3-270m"}
     r = _cli("generate", "--pair", PAIR, "--prompt", "The capital of France is", "--draft-length", "3",
-             "--max-new-tokens", "8", "--mode", "dl", "--temperature", "1", "--json")
+             "--max-new-tokens", "8", "--mode", "DL", "--temperature", "1", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert len(out["token_ids"]) == 8 and isinstance(out["text"], str)
     assert {"drafted", "accepted", "bits_up", "bits_down"} <= set(out["rounds"][0])
+    assert {r["mode"] for r in out["rounds"]} == {"DL"}
+    r = _cli("generate", "--pair", PAIR, "--prompt", "x", "--mode", "dl")
+    assert r.returncode == 2 and "invalid choice: 'dl'" in r.stderr
     r = _cli("measure", "--pair", PAIR, "--task", "poetry")
     assert r.returncode == 2 and "--task must be one of" in r.stderr and "Traceback" not in r.stderr
     r = _cli("generate", "--pair", "nope", "--prompt", "x")

@@ -12,15 +12,19 @@ One round with draft q and target p (notation of the paper):
 The output has exactly the target's distribution. At temperature 0 both distributions are
 one-hot (argmax) and the rule reduces to "accept while the draft's token is the target's argmax".
 
-Correction modes of paper 2 (design note; the output is the same, the bits differ):
+Correction modes of paper 2 (the output is the same, only the bits differ):
 
-* ``ul``: the device uploads ids and its draft distributions (payload model), the server corrects;
-  the downlink carries the accepted count and one token id.
-* ``dl``: the device uploads ids and the scalars ``q_i(x_i)`` (``Q`` bits each); the server runs the
-  accept test and, on a rejection, sends ``p_j`` (``V Q`` bits, or ``k (id + Q)`` for a top-k payload) for the
-  device to sample the residual with its own ``q_j``; if everything is accepted, the bonus id.
+* ``"UL"``: the device uploads ids and its draft distributions, the server corrects; the downlink
+  carries the feedback (accepted count and one token id).
+* ``"DL"``: the device uploads ids and the scalars ``q_i(x_i)`` (``Q`` bits each); the server runs
+  the accept test and, on a rejection, sends ``p_j`` (``D_dist`` bits: ``V Q``, or ``k (id + Q)``
+  for a top-k payload) for the device to sample the residual with its own ``q_j``; if everything
+  is accepted, the bonus id.
 
-At temperature 0 only ids travel in both modes. Randomness comes from one ``torch.Generator``.
+At temperature 0 only ids travel in both modes. The bits of each round are
+:func:`spinlib.modes.realised_bits` (uplink, and distribution bits down) plus
+:func:`spinlib.modes.feedback_bits` on the downlink (:meth:`RoundRecord.from_round`).
+Randomness comes from one ``torch.Generator``.
 """
 from __future__ import annotations
 
@@ -29,7 +33,10 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from ..modes import MODES, feedback_bits, realised_bits
 from ..scenario import Payload, ValidationError
+
+DEFAULT_PAYLOAD = Payload(2, "ids", 16, 1)  # bit accounting when no payload is given
 
 
 class CachedLM:
@@ -52,8 +59,9 @@ class CachedLM:
     def feed(self, tokens: list[int], keep: int | None = None) -> torch.Tensor:
         """Append ``tokens``; return the next-token logits of the last ``keep`` of them (all if None).
 
-        Shape ``[keep, V]``, the model's dtype (float32; probabilities are formed in float64). ``keep`` spares the output-head product over a long prefill
-        (``logits_to_keep`` of Hugging Face models): 2.8 GFLOP per 100 prompt tokens for V = 49,152.
+        Shape ``[keep, V]``, the model's dtype (float32; probabilities are formed in float64).
+        ``keep`` spares the output-head product over a long prefill (``logits_to_keep`` of Hugging
+        Face models): 2.8 GFLOP per 100 prompt tokens for V = 49,152.
         """
         if not tokens:
             raise ValueError("feed needs at least one token")
@@ -91,14 +99,14 @@ def _sample(p: torch.Tensor, g: torch.Generator) -> int:
     return int(torch.multinomial(p.float(), 1, generator=g))
 
 
-def draft_tokens(D: CachedLM, seq: list[int], L: int, greedy: bool, temperature: float, g):
+def draft_tokens(draft_lm: CachedLM, seq: list[int], L: int, greedy: bool, temperature: float, g):
     """Step 1: the draft proposes ``L`` tokens after ``seq`` (its cache catches up first).
 
     Returns the tokens and, when sampling, the draft distributions ``q_i`` they were drawn from.
     """
     drafts, qs = [], []
     if L > 0:
-        logits = D.catch_up(seq)
+        logits = draft_lm.catch_up(seq)
         for i in range(L):
             if greedy:
                 x = int(torch.argmax(logits))
@@ -108,7 +116,7 @@ def draft_tokens(D: CachedLM, seq: list[int], L: int, greedy: bool, temperature:
                 qs.append(q)
             drafts.append(x)
             if i < L - 1:
-                logits = D.feed([x], keep=1)[-1]
+                logits = draft_lm.feed([x], keep=1)[-1]
     return drafts, qs
 
 
@@ -148,37 +156,47 @@ def accept_drafts(logits: torch.Tensor, drafts: list[int], qs, greedy: bool, tem
 
 @dataclass
 class RoundRecord:
-    """One round: what was drafted, accepted and carried over the air."""
+    """One round: what was drafted, accepted and carried over the air.
+
+    ``bits_up`` [bit]: the drafts' uplink payload; ``bits_down`` [bit]: distribution bits sent down
+    plus the feedback; ``draft_s`` / ``verify_s`` [s]: measured drafting and verification time.
+    """
 
     drafted: int
     accepted: int
-    tokens: int  # accepted + 1 (correction or bonus)
+    tokens: int  # accepted + 1 (correction or bonus), fewer at a stop token or the length limit
     bits_up: float
     bits_down: float
-    mode: str
+    mode: str  # "UL" or "DL"
     draft_s: float
     verify_s: float
 
+    @classmethod
+    def from_round(cls, drafted: int, accepted: int, tokens: int, mode: str, payload: Payload, greedy: bool,
+                   draft_s: float, verify_s: float) -> "RoundRecord":
+        """The record of one round, its bits from :mod:`spinlib.modes`::
 
-def round_bits(mode: str, L: int, accepted: int, payload: Payload, greedy: bool) -> tuple[float, float]:
-    """Uplink and downlink bits of one round (see the module docstring)."""
-    count = 8.0
-    idb = payload.id_bits
-    if greedy or L == 0:
-        return float(L * idb), count + idb
-    if mode == "ul":
-        return L * payload.bits_per_token, count + idb
-    up = L * (idb + payload.bits_per_prob)
-    # the target distribution at the rejection, as the payload model sends distributions
-    # (full: V Q; top-k: k (id + Q)), the same D bits as spinlib.uldl
-    dist = payload.distribution_bits if payload.mode != "ids" else payload.vocab_size * payload.bits_per_prob
-    down = count + (dist if accepted < L else idb)
-    return float(up), float(down)
+            bits_up, dist = realised_bits(payload, L, A, mode == "UL", greedy)
+            bits_down = dist + feedback_bits(payload, dist)
+
+        i.e. greedy or ``L = 0``: ``L id`` up, ``8 + id`` down; UL: ``L S_UL`` up, ``8 + id`` down;
+        DL: ``L (id + Q)`` up, ``8 + D_dist`` down on a rejection, else ``8 + id``.
+        """
+        up, dist = realised_bits(payload, drafted, accepted, mode == "UL", greedy=greedy)
+        down = dist + feedback_bits(payload, dist)
+        return cls(drafted, accepted, tokens, float(up), float(down), mode, draft_s, verify_s)
+
+
+def check_mode(mode: str) -> str:
+    """``mode`` if it is ``"UL"`` or ``"DL"``, else :class:`ValidationError`."""
+    if mode not in MODES:
+        raise ValidationError(f"mode must be 'UL' or 'DL', got {mode!r}")
+    return mode
 
 
 @torch.no_grad()
 def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens: int, draft_length: int,
-                         temperature: float = 0.0, generator: torch.Generator | None = None, mode: str = "ul",
+                         temperature: float = 0.0, generator: torch.Generator | None = None, mode: str = "UL",
                          payload: Payload | None = None, stop_ids: tuple[int, ...] = ()):
     """Generate up to ``max_new_tokens`` with speculative sampling; returns ``(new_ids, records)``.
 
@@ -191,46 +209,53 @@ def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens
     draft_length : int
         L >= 0 (0 is plain decoding, one target pass per token).
     temperature : float
-        0 for greedy, > 0 for sampling from ``softmax(logits / T)``.
-    mode : {"ul", "dl"}
+        0 for greedy, > 0 for sampling from ``softmax(logits / temperature)``.
+    mode : {"UL", "DL"}
         Correction mode (only the bit accounting differs).
     payload : Payload
         Vocabulary size and bits per probability for the bit accounting.
+
+    Returns
+    -------
+    new_ids : list of int
+        The generated tokens.
+    records : list of RoundRecord
+        One per round.
     """
-    if mode not in ("ul", "dl"):
-        raise ValidationError(f"mode must be 'ul' or 'dl', got {mode!r}")
+    check_mode(mode)
     if draft_length < 0 or max_new_tokens < 1 or not prompt_ids:
         raise ValidationError("draft_length must be >= 0, max_new_tokens >= 1 and the prompt non-empty")
     if temperature < 0:
         raise ValidationError(f"temperature must be >= 0, got {temperature}")
     greedy = temperature == 0
     g = generator or torch.Generator().manual_seed(0)
-    T, D = CachedLM(target), CachedLM(draft)
+    payload = payload or DEFAULT_PAYLOAD
+    target_lm, draft_lm = CachedLM(target), CachedLM(draft)
     seq = list(prompt_ids)
     if len(seq) > 1:
-        T.feed(seq[:-1], keep=1)
+        target_lm.feed(seq[:-1], keep=1)
         if draft_length > 0:
-            D.feed(seq[:-1], keep=1)
+            draft_lm.feed(seq[:-1], keep=1)
     records: list[RoundRecord] = []
     n_new = 0
     while n_new < max_new_tokens:
         L = min(draft_length, max_new_tokens - n_new - 1)
-        t0 = time.perf_counter()
-        drafts, qs = draft_tokens(D, seq, L, greedy, temperature, g)
-        t1 = time.perf_counter()
-        logits = T.feed(seq[len(T):] + drafts, keep=L + 1)
+        t_start = time.perf_counter()
+        drafts, qs = draft_tokens(draft_lm, seq, L, greedy, temperature, g)
+        t_drafted = time.perf_counter()
+        logits = target_lm.feed(seq[len(target_lm):] + drafts, keep=L + 1)
         new, accepted = accept_drafts(logits, drafts, qs, greedy, temperature, g)
-        t2 = time.perf_counter()
+        t_verified = time.perf_counter()
         stop_at = next((k for k, x in enumerate(new) if x in stop_ids), None)
         if stop_at is not None:
             new = new[: stop_at + 1]
         new = new[: max_new_tokens - n_new]
         seq.extend(new)
         n_new += len(new)
-        T.crop(len(seq) - 1)
-        D.crop(len(seq) - 1)
-        up, down = round_bits(mode, L, accepted, payload or Payload(2, "ids", 16, 1), greedy)
-        records.append(RoundRecord(L, accepted, len(new), up, down, mode, t1 - t0, t2 - t1))
+        target_lm.crop(len(seq) - 1)
+        draft_lm.crop(len(seq) - 1)
+        records.append(RoundRecord.from_round(L, accepted, len(new), mode, payload, greedy,
+                                              t_drafted - t_start, t_verified - t_drafted))
         if stop_at is not None:
             break
     return seq[len(prompt_ids):], records
@@ -246,8 +271,8 @@ def target_generate(target, prompt_ids: list[int], *, max_new_tokens: int, tempe
     position (what teacher-forced acceptance measurement needs; no extra target pass).
     """
     g = generator or torch.Generator().manual_seed(0)
-    T = CachedLM(target)
-    logits = T.feed(list(prompt_ids), keep=1)[-1]
+    target_lm = CachedLM(target)
+    logits = target_lm.feed(list(prompt_ids), keep=1)[-1]
     out, rows = [], []
     for _ in range(max_new_tokens):
         rows.append(logits)
@@ -255,7 +280,7 @@ def target_generate(target, prompt_ids: list[int], *, max_new_tokens: int, tempe
         out.append(x)
         if x in stop_ids or len(out) == max_new_tokens:
             break
-        logits = T.feed([x], keep=1)[-1]
+        logits = target_lm.feed([x], keep=1)[-1]
     if return_logits:
         return out, torch.stack(rows)
     return out
@@ -269,5 +294,5 @@ def mean_tokens_per_round(records) -> float:
     return sum(r.tokens for r in records) / max(len(records), 1)
 
 
-__all__ = ["CachedLM", "RoundRecord", "round_bits", "speculative_generate", "target_generate",
+__all__ = ["CachedLM", "RoundRecord", "DEFAULT_PAYLOAD", "check_mode", "speculative_generate", "target_generate",
            "records_to_dicts", "mean_tokens_per_round"]
