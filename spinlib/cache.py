@@ -127,7 +127,10 @@ def _key_default(x):
     if callable(x) and hasattr(x, "__qualname__"):
         return f"{x.__module__}.{x.__qualname__}"
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return x.to_dict() if hasattr(x, "to_dict") else dataclasses.asdict(x)
+        # the fields that define the object (compare=True): diagnostics such as Allocation.info
+        # (solver timings) or Scenario.meta do not change what a computation means
+        return {"__type__": type(x).__qualname__,
+                **{f.name: getattr(x, f.name) for f in dataclasses.fields(x) if f.compare}}
     return json_default(x)
 
 
@@ -140,7 +143,8 @@ def cached_call(fn: Callable, *args, version: int | str = 0, recompute: bool = F
     changes) and every argument after :meth:`inspect.Signature.bind` and defaults applied, except
     those in ``exclude`` (where the work runs, not what it computes), plus ``depends_on`` (data the
     function reads that is not an argument, e.g. a measured preset's values). Functions in arguments are
-    keyed by their qualified names, dataclasses by their fields. No hand-built keys::
+    keyed by their qualified names, dataclasses by their identity fields (``compare=True``: an
+    allocation's solver diagnostics in ``info`` are not part of its key). No hand-built keys::
 
         records = cached_call(sweep, make_scenario, "num_users", [2, 5], n_seeds=4, seed=0,
                               specs=paper1_specs(), version=RECORD_VERSION)

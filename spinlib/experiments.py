@@ -37,7 +37,7 @@ from .presets import MEASURED_PRESET, get_preset, random_scenario, random_uldl_s
 from .rounds import evaluate
 from .scenario import Payload, Scenario, ValidationError
 
-RECORD_VERSION = 3  # bump when records change: cached_call keys include it
+RECORD_VERSION = 4  # bump when records or the solvers behind them change: cached_call keys include it
 KNOBS = ("bandwidth_mhz", "num_users", "heterogeneity", "payload", "access_latency_ms")
 ULDL_KNOBS = ("dl_power_dbm", "num_users", "vocab_size", "bits_per_prob", "cell_radius_m", "top_k")
 METRICS = ("goodput", "server_utilisation", "capacity_limited_goodput", "ul_share", "structure_held")
@@ -357,14 +357,14 @@ def make_uldl_scenario(knob: str, value, seed: int, *, num_users: int = 8, dl_po
                            downlink=Downlink(power_w=float(dbm_to_w(P))), **kw)
 
 
-
 # ----------------------------------------------------------------------------------------------
 # Checks against references (the notebooks' optimality tables)
 # ----------------------------------------------------------------------------------------------
 def exhaustive_gaps(n: int, seed: int, L_max: int = 6) -> list[dict]:
     """Paper 1: ``1 - G(policy) / G(exhaustive)`` of heterogeneous-sync / -async on ``n`` random
-    instances (K in 2..4, both presets, heterogeneity uniform in [0, 1]). Wall-clock times are in
-    the ``*_ms`` fields (timings, not results)."""
+    instances (K in 2..4, both presets, heterogeneity uniform in [0, 1]), with each solver's
+    certified gap and whether its upper bound covers the exhaustive optimum. Wall-clock times are
+    in the ``*_ms`` fields (timings, not results)."""
     import time
 
     rng = np.random.default_rng(seed)
@@ -383,6 +383,9 @@ def exhaustive_gaps(n: int, seed: int, L_max: int = 6) -> list[dict]:
             ex = solve(s, ref, L_max=L_max)
             t2 = time.perf_counter()
             row[f"gap_{model}"] = 1 - opt.goodput_tokens_per_s / ex.goodput_tokens_per_s
+            # the solver's own certificate: its upper bound must cover the exhaustive optimum
+            row[f"certified_gap_{model}"] = float(opt.info["gap"])
+            row[f"bound_valid_{model}"] = bool(opt.info["upper_bound"] >= ex.goodput_tokens_per_s * (1 - 1e-9))
             row[f"solver_ms_{model}"] = 1e3 * (t1 - t0)
             row[f"exhaustive_ms_{model}"] = 1e3 * (t2 - t1)
         rows.append(row)
@@ -412,30 +415,34 @@ def uldl_structure_check(n: int, seed: int, L_max: int = 8) -> list[dict]:
 
 
 def uldl_length_check(n: int, seed: int) -> list[dict]:
-    """Paper 2: ``uldl-optimal`` against the joint (modes x lengths) exhaustive optimum (K = 3,
-    L_max = 5) and against ``uldl-exhaustive`` (K = 6, L_max = 8) on ``n`` random cells each.
-    Wall-clock times in ``t_*_s`` (timings)."""
-    import time
+    """Paper 2: ``uldl-optimal`` (default parameters but L_max) against the joint optimum over every
+    (mode assignment, length vector) -- the ``uldl-exhaustive`` reference -- on ``n`` random cells
+    of K = 3 (L_max = 5) and ``n`` of K = 4 (L_max = 8), drawn alternately from ``seed``.
 
-    from .control import uldl as U
+    One row per pair of cells: ``gap_vs_joint_exhaustive`` (K = 3) and
+    ``gap_vs_joint_exhaustive_K4`` = ``1 - G_optimal / G_joint`` (0 when uldl-optimal finds the
+    optimum), the goodputs, and wall-clock times in ``t_*_s`` (``t_optimal_s`` / ``t_exhaustive_s``:
+    K = 4; ``t_optimal_K3_s`` / ``t_exhaustive_K3_s``: K = 3).
+    """
+    import time
 
     rng = np.random.default_rng(seed)
     rows = []
     for _ in range(n):
-        s = random_uldl_scenario(3, rng)
-        a = solve(s, "uldl-optimal", L_max=5)
-        G, _, _ = U.exhaustive_joint(s, 5)
-        s6 = random_uldl_scenario(6, rng)
-        t0 = time.perf_counter()
-        a6 = solve(s6, "uldl-optimal", L_max=8)
-        t1 = time.perf_counter()
-        x6 = solve(s6, "uldl-exhaustive", L_max=8)
-        t2 = time.perf_counter()
-        rows.append({"gap_vs_joint_exhaustive": 1 - a.goodput_tokens_per_s / G,
-                     "gap_vs_uldl_exhaustive": 1 - a6.goodput_tokens_per_s / x6.goodput_tokens_per_s,
-                     "t_optimal_s": t1 - t0, "t_exhaustive_s": t2 - t1})
+        row = {}
+        for K, L_max, sfx in ((3, 5, "_K3"), (4, 8, "")):
+            s = random_uldl_scenario(K, rng)
+            t0 = time.perf_counter()
+            a = solve(s, "uldl-optimal", L_max=L_max)
+            t1 = time.perf_counter()
+            x = solve(s, "uldl-exhaustive", L_max=L_max)
+            t2 = time.perf_counter()
+            G, G_x = a.goodput_tokens_per_s, x.goodput_tokens_per_s
+            gap_key = "gap_vs_joint_exhaustive" + ("" if sfx else "_K4")
+            row.update({gap_key: 1 - G / G_x if G_x > 0 else 0.0, f"G_optimal{sfx or '_K4'}": G,
+                        f"G_joint{sfx or '_K4'}": G_x, f"t_optimal{sfx}_s": t1 - t0, f"t_exhaustive{sfx}_s": t2 - t1})
+        rows.append(row)
     return rows
-
 
 
 # ----------------------------------------------------------------------------------------------
@@ -482,7 +489,76 @@ def speculation_boundary(scenario: Scenario, draft_time_scales: Sequence[float],
     return out
 
 
+# ----------------------------------------------------------------------------------------------
+# Notebook 07: the testbed against the analysis
+# ----------------------------------------------------------------------------------------------
+def testbed_agreement(policies: Sequence[str], n_scenarios: int, rounds: int, seed: int, L_max: int = 10) -> list[dict]:
+    """Emulated vs predicted goodput (static channel, i.i.d. acceptances) of every policy on
+    ``n_scenarios`` random cells (K in 2..15; odd cells are UL/DL cells); asynchronous policies on
+    both server models. ``L_max`` is passed to the policies that declare it."""
+    from .control import declared_subset
+    from .emulator import EmulatorConfig, emulate
+
+    rows = []
+    for i, sd in enumerate(sweep_seeds(seed, n_scenarios)):
+        rng = np.random.default_rng(sd)
+        K = int(rng.integers(2, 16))
+        s = random_uldl_scenario(K, rng) if i % 2 else random_scenario(K, sd)
+        for pol in policies:
+            a = solve(s, pol, **declared_subset(pol, {"L_max": L_max}))
+            servers = ["ideal", "batch"] if a.round_model == "async" else ["batch"]
+            for server in servers:
+                r = emulate(s, a, EmulatorConfig(rounds=rounds, seed=i, server=server))
+                rows.append({"scenario": i, "K": K, "policy": pol + ("/" + server if a.round_model == "async" else ""),
+                             "predicted": r.predicted_tokens_per_s, "emulated": r.goodput_tokens_per_s,
+                             "ci_low": r.ci_low, "ci_high": r.ci_high,
+                             "dl_devices": sum(m == "DL" and L > 0 for m, L in zip(a.modes or (), a.draft_lengths))})
+    return rows
+
+
+def queueing_gap(Ks: Sequence[int], seeds_per_K: int, rounds: int, L_max: int = 12) -> list[dict]:
+    """Model B's goodput against the testbed with one batching server (and the synchronous
+    policy on the testbed), for K in ``Ks`` and ``seeds_per_K`` cells each (seed ``1000 K + i``)."""
+    from .emulator import EmulatorConfig, emulate
+
+    rows = []
+    for K in Ks:
+        for sd in range(seeds_per_K):
+            s = random_scenario(K, 1000 * K + sd)
+            a = solve(s, "heterogeneous-async", L_max=L_max)
+            ev = evaluate(s, a)
+            r = emulate(s, a, EmulatorConfig(rounds=rounds, seed=sd, server="batch"))
+            sync = solve(s, "heterogeneous-sync", L_max=L_max)
+            rs = emulate(s, sync, EmulatorConfig(rounds=rounds, seed=sd))
+            rows.append({"K": K, "seed": sd, "model B": ev.goodput_tokens_per_s,
+                         "model B, capacity-limited": ev.capacity_limited_goodput,
+                         "testbed: async, one batching server": r.goodput_tokens_per_s,
+                         "testbed: heterogeneous-sync": rs.goodput_tokens_per_s,
+                         "utilisation (model B)": ev.server_utilisation, "queue share": r.phase_shares["queue"]})
+    return rows
+
+
+def fading_gains(policies: Sequence[str], n_scenarios: int, rounds: int, seed: int, num_users: int = 10,
+                 L_max: int = 12) -> list[dict]:
+    """Policies planned on the average channel, emulated under static, Rayleigh and Markov fading
+    (``n_scenarios`` cells of ``num_users``; seeds from ``SeedSequence(seed)``)."""
+    from .control import declared_subset
+    from .emulator import EmulatorConfig, Fading, emulate
+
+    rows = []
+    for i, sd in enumerate(sweep_seeds(seed, n_scenarios)):
+        s = random_scenario(num_users, sd)
+        allocs = {p: solve(s, p, **declared_subset(p, {"L_max": L_max})) for p in policies}
+        for fading in ("static", "rayleigh", "markov"):
+            for p, a in allocs.items():
+                r = emulate(s, a, EmulatorConfig(rounds=rounds, seed=i, fading=Fading(fading)))
+                rows.append({"scenario": i, "fading": fading, "policy": p, "predicted": r.predicted_tokens_per_s,
+                             "emulated": r.goodput_tokens_per_s})
+    return rows
+
+
 __all__ = ["PolicySpec", "spec", "paper1_specs", "uldl_specs", "allocation_metrics", "run_point", "map_points",
            "sweep_seeds", "sweep", "wide", "frame", "gain_table", "heterogeneity_kwargs", "payload_of",
            "make_scenario", "make_uldl_scenario", "KNOBS", "ULDL_KNOBS", "METRICS", "RECORD_VERSION", "Policy", "exhaustive_gaps", "uldl_structure_check", "uldl_length_check", "paper1_gains",
-           "mc_vs_closed_form", "speculation_boundary"]
+           "mc_vs_closed_form", "speculation_boundary",
+           "testbed_agreement", "queueing_gap", "fading_gains"]

@@ -1,8 +1,9 @@
 """Draft control: optimality against independent references, structural claims, edge cases.
 
 Tolerances: the optimisers must reach the exhaustive optimum within 1e-6 relative; the
-continuous sub-problems must match CVXPY within 1e-6 relative (CVXPY/Clarabel's own accuracy
-is ~1e-8); budget constraints hold to 1e-9 relative.
+continuous sub-problems must match the CVXPY references within 1e-6 relative (measured: 1e-7 for
+the makespan, 6e-8 for the asynchronous goodput; tests/test_reference.py); budget constraints hold
+to 1e-9 relative.
 """
 import dataclasses
 
@@ -144,7 +145,7 @@ def test_async_split_matches_cvxpy():
         N = tokens_table(s, 8)[np.arange(K), L]
         b, G = async_optimal_bandwidth(s, L, N)
         b_ref, G_ref = async_bandwidth_cvxpy(s, L, N)
-        assert G >= G_ref * (1 - REL)
+        assert G == pytest.approx(G_ref, rel=REL)
         assert np.sum(b) <= s.radio.bandwidth_hz * (1 + 1e-9)
 
 

@@ -30,8 +30,12 @@ for a relaxation, not for the integer problem (a knapsack is NP-hard in general)
 
 **Draft lengths.** Greedy per device (coordinate ascent): start from the best common length,
 then set each device's ``L_k`` to its best value given the others, sweeping until no device
-changes, then try joint moves (devices above/below a length level +-1 together, pairs +-1). Each step evaluates all ``L_max + 1`` values of one device at once (batched over mode
-assignments too), so ``uldl-exhaustive`` runs the *same* search for all ``2^K`` assignments.
+changes, then try joint moves (devices above/below a length level +-1 together, pairs +-1). Each
+step evaluates all ``L_max + 1`` values of one device at once (batched over mode assignments too).
+
+**Reference.** ``uldl-exhaustive`` (:func:`exhaustive_joint`) evaluates every (mode assignment,
+length vector) pair with the exact continuous sub-problems -- no greedy step inside -- so it is
+the global optimum; it refuses ``2^K (L_max+1)^K >`` :data:`EXHAUSTIVE_MAX_COMBINATIONS`.
 """
 from __future__ import annotations
 
@@ -49,7 +53,9 @@ from .bandwidth import min_makespan_bandwidth, required_bandwidth
 from .power import min_max_downlink_power, required_power
 from .registry import register_policy
 
-EXHAUSTIVE_MAX_USERS = 12
+EXHAUSTIVE_MAX_COMBINATIONS = 3_000_000  # uldl-exhaustive refuses 2^K (L_max+1)^K above this
+THOROUGH_SIZE = 40  # uldl-optimal searches harder (module docstring) when K (L_max + 1) <= this
+EXHAUSTIVE_MAX_USERS = 10  # the largest K the cap allows (at L_max = 1: 4^10 <= 3,000,000 < 4^11)
 
 
 class Problem:
@@ -379,9 +385,18 @@ def solve_uldl_optimal(scenario: Scenario, L_max: int = 16, exact_max_users: int
        (:func:`structured_modes`) from both step-1 length vectors.
     3. Alternate until nothing improves: optimal modes for the current lengths
        (:func:`best_modes`: exhaustive certificate for ``K <= exact_max_users``, flips and swaps
-       beyond), then greedy lengths for those modes (warm-started).
-    Every step keeps the best point found and the all-UL / all-DL points are candidates, so the
-    result is never worse than all-UL or all-DL with the same greedy length search.
+       beyond), then greedy lengths for those modes (warm-started); when neither improves and
+       ``K <= per_m_max_users``, joint moves: every single-device mode flip, each followed by the
+       greedy length search (one batch), and the alternation resumes from any improvement.
+    Small problems (``K (L_max + 1) <=`` :data:`THOROUGH_SIZE`) search harder: the length searches
+    of steps 1 and 3 start from every common length, and the joint moves also flip every pair of
+    devices (with the full greedy search). Measured on 100 fresh random cells (K = 3 with
+    L_max = 8, K = 4 with L_max = 6) against the joint optimum (:func:`exhaustive_joint`): the
+    search without these additions missed 4-11 of 100 (by up to 4.5 %); with them 0 of 100, at
+    about twice the time (0.33 s mean).
+    Every step keeps the best point found and the all-UL / all-DL points are candidates (step 1
+    includes their searches' starts), so the result is never worse than ``all-ul``, ``all-dl`` or
+    ``heterogeneous-sync``.
     """
     from .heterogeneous import solve_heterogeneous_sync
 
@@ -391,7 +406,10 @@ def solve_uldl_optimal(scenario: Scenario, L_max: int = 16, exact_max_users: int
     ends = np.array([np.zeros(K, bool), np.ones(K, bool)])
     # paper 1's lengths are optimal for all-UL (its round is ours with every device in UL)
     L_p1 = np.array(solve_heterogeneous_sync(scenario, L_max).draft_lengths)
-    L_end, G_end = greedy_lengths(prob, ends, L_init=L_p1)
+    small = K <= per_m_max_users
+    thorough = K * (L_max + 1) <= THOROUGH_SIZE
+    all_starts = L_max + 1 if thorough else None  # the length search from every common length
+    L_end, G_end = greedy_lengths(prob, ends, L_init=L_p1, starts=all_starts)
     j = int(np.argmax(G_end))
     L, ul, G = L_end[j], ends[j], float(G_end[j])
     if K <= per_m_max_users:
@@ -412,44 +430,82 @@ def solve_uldl_optimal(scenario: Scenario, L_max: int = 16, exact_max_users: int
         info.update(minfo)
         if G2 > G * (1 + 1e-12):
             ul, G = ul2, G2
-        L2, G3 = greedy_lengths(prob, ul[None], L_init=L)
+        L2, G3 = greedy_lengths(prob, ul[None], L_init=L, starts=all_starts)
         if G3[0] > G * (1 + 1e-12):
             L, G = L2[0], float(G3[0])
             continue
+        if small:  # joint moves: one (thorough: or two) devices change mode, lengths searched again
+            flips = ul[None, :] ^ np.eye(K, dtype=bool)
+            if thorough:
+                i, j = np.triu_indices(K, 1)
+                flips = np.vstack([flips, flips[i] ^ np.eye(K, dtype=bool)[j]])
+                L4, G4 = greedy_lengths(prob, flips, L_init=L)
+            else:
+                L4, G4 = greedy_lengths(prob, flips, L_init=L, starts=1, pair_max_users=0)
+            j = int(np.argmax(G4))
+            if G4[j] > G * (1 + 1e-12):
+                L, ul, G = L4[j], flips[j], float(G4[j])
+                continue
         break
     info.update(rounds=it + 1, m_ul=int(ul.sum()))
     return _allocation(prob, L, ul, "uldl-optimal", solve_time_s=time.perf_counter() - t, **info)
 
 
-@register_policy("uldl-exhaustive", "UL/DL reference: all 2^K mode assignments, same greedy lengths (K <= 12)",
-                 family="reference", max_users=EXHAUSTIVE_MAX_USERS)
-def solve_uldl_exhaustive(scenario: Scenario, L_max: int = 16) -> Allocation:
-    """Reference: all ``2^K`` mode assignments, each with optimal power and the same greedy lengths."""
-    K = scenario.num_users
-    if K > EXHAUSTIVE_MAX_USERS:
+def _size_check(K: int, L_max: int) -> int:
+    """``2^K (L_max+1)^K``, or one line refusing it above :data:`EXHAUSTIVE_MAX_COMBINATIONS`."""
+    n = 2**K * (L_max + 1) ** K
+    if n > EXHAUSTIVE_MAX_COMBINATIONS:
         raise ValidationError(
-            f"uldl-exhaustive searches all 2^K mode assignments and accepts K <= {EXHAUSTIVE_MAX_USERS}, "
-            f"got K = {K}; use uldl-optimal"
-        )
+            f"uldl-exhaustive would evaluate 2^K (L_max+1)^K = {n:,} (mode, length) combinations for K = {K}, "
+            f"L_max = {L_max}, above its cap of {EXHAUSTIVE_MAX_COMBINATIONS:,}; use fewer users, a smaller L_max "
+            "or uldl-optimal")
+    return n
+
+
+def exhaustive_joint(scenario: Scenario, L_max: int, chunk: int = 16384, prob: Problem | None = None):
+    """Global optimum of the UL/DL problem: every mode assignment x every length vector.
+
+    For each ``(ul, L)`` the two continuous sub-problems (FDMA makespan and DL power) are solved
+    exactly (:meth:`Problem.solve_continuous`), so the best pair is the optimum of the mixed-integer
+    problem. The mode of a device with ``L_k = 0`` does not matter (it sends nothing either way): it
+    is enumerated in UL only, i.e. for each mode row the DL devices range over ``1..L_max`` --
+    ``(2 L_max + 1)^K`` distinct pairs instead of ``2^K (L_max+1)^K``. Batched in ``chunk`` rows;
+    refuses ``2^K (L_max+1)^K >`` :data:`EXHAUSTIVE_MAX_COMBINATIONS` (one line naming K and L_max).
+
+    Returns ``(G, L [K], ul [K])``; ties go to the first pair in the enumeration order.
+    """
+    check_int_range("L_max", L_max, 1, 64)
+    K = scenario.num_users
+    _size_check(K, L_max)
+    prob = prob or Problem(scenario, L_max)
+    best = (-np.inf, None, None)
+    for ul in all_mode_rows(K):
+        lo = np.where(ul, 0, 1)
+        sizes = np.full(K, L_max + 1) - lo
+        total = int(np.prod(sizes))
+        for start in range(0, total, chunk):
+            idx = np.arange(start, min(total, start + chunk))
+            Lv = np.stack(np.unravel_index(idx, sizes), axis=-1) + lo
+            G = prob.goodput(Lv, np.broadcast_to(ul, Lv.shape))
+            j = int(np.argmax(G))
+            if G[j] > best[0]:
+                best = (float(G[j]), Lv[j].copy(), ul.copy())
+    return best
+
+
+@register_policy("uldl-exhaustive", "UL/DL reference: every (mode assignment, length vector) with optimal bandwidth "
+                 "and DL power; refuses 2^K (L_max+1)^K > 3,000,000 (the default L_max = 8 runs K <= 4 in about "
+                 "a second; K = 5 takes ~25 s)", family="reference", max_users=EXHAUSTIVE_MAX_USERS)
+def solve_uldl_exhaustive(scenario: Scenario, L_max: int = 8) -> Allocation:
+    """Reference: the joint optimum over all modes and lengths (:func:`exhaustive_joint`), for small K.
+
+    Refuses (one :class:`ValidationError` line naming K and L_max) when ``2^K (L_max+1)^K`` exceeds
+    :data:`EXHAUSTIVE_MAX_COMBINATIONS`; K <= :data:`EXHAUSTIVE_MAX_USERS` (the cap at L_max = 1).
+    """
+    check_int_range("L_max", L_max, 1, 64)
+    n = _size_check(scenario.num_users, L_max)
     t = time.perf_counter()
     prob = Problem(scenario, L_max)
-    rows = all_mode_rows(K)
-    L, G = greedy_lengths(prob, rows)
-    j = int(np.argmax(G))
-    return _allocation(prob, L[j], rows[j], "uldl-exhaustive", solve_time_s=time.perf_counter() - t,
-                       assignments=int(rows.shape[0]))
-
-
-def exhaustive_joint(scenario: Scenario, L_max: int):
-    """Reference for small K: every mode assignment x every length vector; returns ``(G, L, ul)``."""
-    from .exhaustive import all_length_vectors
-
-    prob = Problem(scenario, L_max)
-    Lv = all_length_vectors(prob.K, L_max)
-    best = (-np.inf, None, None)
-    for ul in all_mode_rows(prob.K):
-        G = prob.goodput(Lv, np.broadcast_to(ul, Lv.shape))
-        j = int(np.argmax(G))
-        if G[j] > best[0]:
-            best = (float(G[j]), Lv[j], ul)
-    return best
+    _, L, ul = exhaustive_joint(scenario, L_max, prob=prob)
+    return _allocation(prob, L, ul, "uldl-exhaustive", solve_time_s=time.perf_counter() - t,
+                       combinations=n, evaluated=(2 * L_max + 1) ** scenario.num_users)

@@ -1,0 +1,376 @@
+"""Certified upper bounds and branch-and-bound for asynchronous per-user rounds (model B).
+
+The problem (see :mod:`.heterogeneous`)::
+
+    G* = max_{L in {0..L_max}^K, b >= 0, sum_k b_k <= B}  sum_k h_k(L_k, b_k),
+    h_k(L, b) = N_k(L) / ( A_k(L) + C_k(L) / R_k(b) )  =  N_k(L) R_k(b) / ( A_k(L) R_k(b) + C_k(L) )
+
+with ``A_k(L) = L tau_k + T_ver(L+1) + T_fb + T_acc`` [s] and ``C_k(L) = L S`` [bit]
+(:func:`spinlib.rounds.async_terms`). For ``L = 0`` (C = 0) the term is the constant ``N_k(0) / A_k(0)``
+and needs no bandwidth. For ``L > 0``, ``h_k(L, .)`` is concave and increasing on ``[0, B]`` with
+``h_k(L, 0) = 0`` (a concave increasing function of the concave rate; :mod:`.bandwidth`).
+
+Node relaxation
+---------------
+A node is a box ``lo_k <= L_k <= hi_k``. For any multiplier ``mu >= 0`` on the budget, every
+feasible ``(L, b)`` of the node has ``sum_k h_k <= sum_k h_k + mu (B - sum_k b_k)`` and each
+``b_k`` lies in ``[0, B]``, so::
+
+    max over the node  <=  Phi(mu) = sum_k max_{L in box_k} g_k(L, mu) + mu B,
+    g_k(L, mu) = max_{b in [0, B]} h_k(L, b) - mu b.
+
+*Every* ``mu >= 0`` gives a valid bound; the solver only chooses a good one. ``Phi`` is convex in
+mu with subgradient ``B - sum_k b_k`` at the per-user maximisers, so the minimising mu is found by
+bisection in ``log mu`` on the sign of that subgradient (the bound kept is the smallest ``Phi``
+met, each an upper bound by itself).
+
+Safe inner maximum. ``b = async_best_response(mu)`` (safeguarded Newton on ``h'(b) = mu``) is only
+approximately the maximiser. The bound does not rely on its accuracy: for a concave ``h`` and any
+``b`` in ``[0, B]`` the tangent at ``b`` lies above ``h`` on ``[0, B]``, hence::
+
+    g(L, mu) <= max_{b' in [0, B]} h(b) + h'(b) (b' - b) - mu b' = h(b) - h'(b) b + max(0, (h'(b) - mu) B),
+
+which equals ``g`` at the exact maximiser and exceeds it by a second-order amount elsewhere; so a
+Newton residual can only loosen the bound, never invalidate it. The derivative ``R'`` is computed
+without cancellation (a series for ``a/b < 1e-2``, :func:`_rate_derivative`); to cover the rounding
+of ``h``, ``h'`` (a few ulps) and of the sum over users each term gets the slack
+``SAFETY (h + (h' + mu) B)`` with ``SAFETY = 1e-12`` and the sum a relative ``(K + 4) eps``.
+
+Reduced-cost fixing. At the mu of the smallest ``Phi``, forcing ``L_k = L`` gives the bound
+``Phi(mu) - (max_{L'} g_k(L') - g_k(L))`` (the same relaxation with user k's choice fixed); lengths
+at the ends of a box whose bound is ``<= G_inc (1 + gap)`` are cut from the box, and their bound
+enters the reported upper bound like any discarded node's.
+
+Branch and bound
+----------------
+The root is the full box ``{0..L_max}^K``. Best-first, in batches (the top nodes by bound are split
+together and their children bounded in one vectorised pass). A node is split on a user whose
+choices at the two ends of the final multiplier bracket differ (the user the budget makes
+fractional), between those two lengths; otherwise its widest box in half. Boxes of at most
+``enum_max`` vectors are enumerated, each vector with its optimal bandwidth
+(:func:`.bandwidth.async_optimal_bandwidth`): the exact maximum over the box, both a valid bound and
+a candidate. Every bounded node also offers its two Lagrangian choices as candidates (any length
+vector is feasible in model B once given its optimal bandwidth), evaluated exactly. A node is
+discarded when its bound is ``<= G_inc (1 + gap)``. The upper bound returned is
+``max(G_inc, bounds of every discarded, cut or open node)``: each vector of ``{0..L_max}^K`` lies in
+a node that was enumerated, discarded with a bound, cut by reduced costs, or is still open.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..channel import LN2, RateModel
+from ..rounds import async_terms
+from ..scenario import Scenario
+from .bandwidth import async_best_response, async_marginal, async_optimal_bandwidth
+
+SAFETY = 1e-12  # relative slack per term against rounding (see module docstring)
+EPS = np.finfo(float).eps
+
+
+def _rate_derivative(rates: RateModel, b):
+    """``R'(b)`` without cancellation: for Shannon, ``ln2 R' = log1p(x) - x / (1 + x)`` with
+    ``x = a / b`` loses ``~2 eps / x`` relative for small x; there the alternating series
+    ``sum_{n >= 2} (-1)^n (n - 1) / n x^n`` (truncated after n = 12: relative error < 2 x^11)."""
+    if rates.kind != "shannon":
+        return rates.derivative(b)
+    a = rates.a
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        x = a / b
+        exact = np.log1p(x) - x / (1.0 + x)
+        xs = np.minimum(x, 1e-2)
+        series = np.zeros_like(xs)
+        for n in range(12, 1, -1):  # Horner in x
+            series = (series + (-1) ** n * (n - 1) / n) * xs
+        series = series * xs  # the loop leaves sum_{n>=2} c_n x^(n-1)
+    return np.where(x < 1e-2, series, exact) / LN2
+
+
+def response_bounds(rates: RateModel, B: float, mu, N, A, C, t_init=None):
+    """Safe upper bounds ``gU >= g(L, mu) = max_{b in [0, B]} h(b) - mu b`` (module docstring).
+
+    ``mu`` broadcasts with ``N, A, C`` (shape ``[..., K]``). Returns ``gU``, the approximate
+    maximiser ``b`` and ``log b`` (warm start of the next call).
+    """
+    b = async_best_response(rates, mu, N, A, C, B, t_init=t_init)
+    drafting = C > 0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        R = rates.rate(b)
+        den = A * R + C
+        h = np.where(drafting, N * R / den, N / A)
+        d = np.where(drafting, N * C * _rate_derivative(rates, b) / den**2, 0.0)
+        g = h - d * b + np.maximum(0.0, (d - mu) * B)
+        g = g + SAFETY * (h + (d + mu) * B)
+    g = np.where(drafting & ~np.isfinite(g), np.inf, g)  # never claim less than we can prove
+    t = np.log(np.maximum(b, B * np.exp(-40.0)))
+    return g, b, t
+
+
+def multiplier_bracket(scenario: Scenario, rates: RateModel, table: np.ndarray):
+    """``[s_lo, s_hi]`` in ``log mu``: below ``s_lo`` every drafting choice takes all of B, above
+    ``s_hi`` every choice takes at most ``B e^-40`` (as in :func:`.heterogeneous.async_lagrangian`)."""
+    K, P = table.shape
+    B = scenario.radio.bandwidth_hz
+    Ls = np.broadcast_to(np.arange(P)[:, None], (P, K))
+    A, C = async_terms(scenario, Ls)
+    N = table.T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m_full = np.where(C > 0, async_marginal(rates, np.full(Ls.shape, B), N, A, C), np.inf)
+        m_tiny = np.where(C > 0, async_marginal(rates, np.full(Ls.shape, B * np.exp(-40.0)), N, A, C), 0.0)
+    lo = np.log(max(float(np.min(m_full)), 1e-300)) - 1.0
+    hi = np.log(max(float(np.max(m_tiny)), 1e-300)) + 1.0
+    return lo, max(hi, lo + 1.0)
+
+
+@dataclass
+class AsyncBoundResult:
+    """Node bounds of :func:`async_node_bounds` (M nodes, K users).
+
+    upper : [M] valid upper bound on the goodput over the node [token/s] (-inf: emptied by reduced costs).
+    x_feas, x_over : [M, K] the Lagrangian choices at the under- and over-budget ends of the bracket.
+    frac_user : [M] a user whose two choices differ (-1: none); split_at: split its box after this length.
+    lo, hi : [M, K] the boxes after reduced-cost fixing.
+    cut_max : [M] largest bound of the lengths cut by reduced costs (-inf: none).
+    """
+
+    upper: np.ndarray
+    x_feas: np.ndarray
+    x_over: np.ndarray
+    frac_user: np.ndarray
+    split_at: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    cut_max: np.ndarray
+
+
+def async_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, lo, hi, bracket, prune_at: float,
+                      n_mu: int = 60, s_tol: float = 1e-11) -> AsyncBoundResult:
+    """Lagrangian upper bounds of model (B) on M boxes at once (see the module docstring).
+
+    Parameters
+    ----------
+    table : [K, L_max+1] ``E[N_k](L)``.
+    lo, hi : [M, K] int boxes.
+    bracket : ``(s_lo, s_hi)`` from :func:`multiplier_bracket`.
+    prune_at : the incumbent threshold ``G_inc (1 + gap)``: a node whose bound falls below it stops
+        iterating, and reduced-cost fixing cuts lengths whose bound is below it.
+    """
+    K, P = table.shape
+    M = len(lo)
+    B = scenario.radio.bandwidth_hz
+    Ls = np.arange(P)
+    A, C = async_terms(scenario, np.broadcast_to(Ls[:, None], (P, K)))
+    N = table.T
+    rows = np.arange(M)[:, None]
+    cols = np.arange(K)[None, :]
+    inbox = (Ls[None, :, None] >= lo[:, None, :]) & (Ls[None, :, None] <= hi[:, None, :])  # [M, P, K]
+    fudge = (K + 4) * EPS
+
+    def at(s, t, live):
+        """Phi(e^s) (safe), the used bandwidth, the choices and the per-entry bounds."""
+        mu = np.exp(s)[:, None, None]
+        g, b, t_new = response_bounds(rates, B, mu, N, A, C, t)
+        t_new = np.where(live[:, None, None], t_new, t)
+        score = np.where(inbox, g, -np.inf)
+        idx = np.argmax(score, axis=1)
+        best = score[rows, idx, cols]
+        phi = best.sum(axis=1) + mu[:, 0, 0] * B
+        phi = phi + fudge * (np.abs(best).sum(axis=1) + mu[:, 0, 0] * B)
+        used = b[rows, idx, cols].sum(axis=1)
+        return phi, used, idx, score, best, t_new
+
+    s_lo = np.full(M, float(bracket[0]))
+    s_hi = np.full(M, float(bracket[1]))
+    everyone = np.ones(M, dtype=bool)
+    t = np.full((M, P, K), np.log(B) - 10.0)
+    phi_lo, used_lo, idx_lo, score_lo, best_lo, t = at(s_lo, t, everyone)
+    phi_hi, used_hi, idx_hi, score_hi, best_hi, _ = at(s_hi, t, everyone)
+    # the bound kept: the smallest Phi met, with its per-entry bounds (for reduced costs)
+    take_hi = phi_hi < phi_lo
+    phi_best = np.where(take_hi, phi_hi, phi_lo)
+    score_best = np.where(take_hi[:, None, None], score_hi, score_lo)
+    best_best = np.where(take_hi[:, None], best_hi, best_lo)
+    done = used_lo <= B  # Phi non-decreasing from s_lo on: nothing to search
+    x_feas = np.where(done[:, None], idx_lo, idx_hi)
+    x_over = idx_lo.copy()
+    live = ~done & (phi_best > prune_at)
+    for _ in range(n_mu):
+        if not live.any():
+            break
+        mid = 0.5 * (s_lo + s_hi)
+        phi, used, idx, score, best, t = at(mid, t, live)
+        better = live & (phi < phi_best)
+        phi_best = np.where(better, phi, phi_best)
+        score_best = np.where(better[:, None, None], score, score_best)
+        best_best = np.where(better[:, None], best, best_best)
+        over = used > B
+        up_lo = live & over
+        up_hi = live & ~over
+        s_lo = np.where(up_lo, mid, s_lo)
+        s_hi = np.where(up_hi, mid, s_hi)
+        x_over = np.where(up_lo[:, None], idx, x_over)
+        x_feas = np.where(up_hi[:, None], idx, x_feas)
+        live &= (s_hi - s_lo > s_tol * (1.0 + np.abs(s_hi))) & (phi_best > prune_at)
+    phi_best = np.where(np.isnan(phi_best), np.inf, phi_best)  # a NaN proves nothing
+    upper = phi_best
+    # reduced-cost fixing at the best multiplier: bound with L_k forced = Phi - (best_k - g_k(L))
+    forced = phi_best[:, None, None] - (best_best[:, None, :] - score_best)
+    forced = forced + fudge * np.abs(phi_best)[:, None, None]
+    keep = inbox & (forced > prune_at)
+    cut = inbox & ~keep
+    cut_max = np.max(np.where(cut, forced, -np.inf), axis=(1, 2))
+    any_in = keep.any(axis=1)  # [M, K]
+    empty = ~any_in.all(axis=1)
+    lo2 = np.where(any_in, np.argmax(keep, axis=1), lo)
+    hi2 = np.where(any_in, P - 1 - np.argmax(keep[:, ::-1, :], axis=1), hi)
+    # lengths strictly inside [lo2, hi2] that were cut stay in the box: still covered by the node's bound
+    upper = np.where(empty, -np.inf, upper)
+    cut_max = np.where(empty, np.maximum(cut_max, phi_best), cut_max)
+    x_feas = np.clip(x_feas, lo2, hi2)
+    x_over = np.clip(x_over, lo2, hi2)
+    diff = x_over != x_feas
+    frac_user = np.where(diff.any(axis=1), np.argmax(diff, axis=1), -1)
+    fk = np.maximum(frac_user, 0)
+    split_at = np.minimum(x_over[np.arange(M), fk], x_feas[np.arange(M), fk])
+    return AsyncBoundResult(upper, x_feas, x_over, frac_user, split_at, lo2, hi2, cut_max)
+
+
+def _enumerate_boxes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """All integer vectors of the boxes ``lo``..``hi`` ([M, K]), stacked: [sum of box sizes, K]."""
+    out = []
+    for a, b in zip(lo, hi):
+        free = np.flatnonzero(b > a)
+        base = np.tile(a, (int(np.prod(b[free] - a[free] + 1)), 1))
+        if free.size:
+            grid = np.array(list(itertools.product(*[range(a[k], b[k] + 1) for k in free])), dtype=int)
+            base[:, free] = grid
+        out.append(base)
+    return np.vstack(out) if out else np.zeros((0, lo.shape[1]), dtype=int)
+
+
+@dataclass
+class AsyncBnBResult:
+    """Outcome of :func:`branch_and_bound_async`."""
+
+    L: np.ndarray  # [K] best lengths found
+    goodput: float  # their goodput with the optimal bandwidth [token/s]
+    upper_bound: float  # certified bound on G* [token/s]
+    status: str  # "optimal" (every node closed at the tolerance) or "time_limit"
+    nodes: int  # nodes bounded
+    time_s: float
+
+
+def branch_and_bound_async(scenario: Scenario, rates: RateModel, table: np.ndarray, L_inc, G_inc: float, *,
+                           gap: float = 1e-9, time_limit_s: float = 10.0, batch: int = 64,
+                           enum_max: int = 64) -> AsyncBnBResult:
+    """Best-first branch-and-bound of model (B) from the incumbent ``(L_inc, G_inc)``.
+
+    Parameters
+    ----------
+    table : [K, L_max+1] ``E[N_k](L)``.
+    gap : relative tolerance: nodes whose bound is ``<= G_inc (1 + gap)`` are discarded.
+    time_limit_s : wall-clock budget [s]; the root is always bounded; on expiry the open nodes'
+        bounds enter the upper bound.
+    batch : nodes split per vectorised pass.
+    enum_max : boxes with at most this many vectors are enumerated exactly.
+
+    Returns
+    -------
+    AsyncBnBResult
+        ``goodput >= G_inc``; ``upper_bound >= G*`` (module docstring).
+    """
+    t_start = time.perf_counter()
+    K, P = table.shape
+    L_max = P - 1
+    Kr = np.arange(K)
+    best_L, best_G = np.array(L_inc, dtype=int), float(G_inc)
+    closed_max = best_G  # largest bound of every node closed so far (enumerated, discarded or cut)
+    nodes = 0
+    bracket = multiplier_bracket(scenario, rates, table)
+
+    def offer(Ls_cand):
+        nonlocal best_L, best_G
+        if len(Ls_cand) == 0:
+            return np.zeros(0)
+        G = np.concatenate([async_optimal_bandwidth(scenario, c, table[Kr, c], rates)[1]
+                            for c in np.array_split(Ls_cand, max(1, len(Ls_cand) // 20000 + 1))])
+        i = int(np.argmax(G))
+        if G[i] > best_G:
+            best_L, best_G = Ls_cand[i].copy(), float(G[i])
+        return G
+
+    lo = np.zeros((1, K), dtype=int)
+    hi = np.full((1, K), L_max, dtype=int)
+    o_lo = np.zeros((0, K), dtype=int)
+    o_hi = np.zeros((0, K), dtype=int)
+    o_ub = np.zeros(0)
+    o_frac = np.zeros(0, dtype=int)
+    o_split = np.zeros(0, dtype=int)
+    status = "optimal"
+    while True:
+        # ---- enumerate the small boxes, bound the others ----
+        if len(lo):
+            log_size = np.log(hi - lo + 1).sum(axis=1)
+            small = log_size <= np.log(enum_max) + 1e-9
+            if small.any():
+                G = offer(_enumerate_boxes(lo[small], hi[small]))
+                if G.size:
+                    closed_max = max(closed_max, float(G.max()))
+                lo, hi = lo[~small], hi[~small]
+        if len(lo):
+            res = async_node_bounds(scenario, rates, table, lo, hi, bracket, best_G * (1 + gap))
+            nodes += len(lo)
+            closed_max = max(closed_max, float(np.max(res.cut_max, initial=-np.inf)))
+            alive = res.upper > -np.inf
+            offer(np.unique(np.vstack([res.x_feas[alive], res.x_over[alive]]), axis=0))
+            live = res.upper > best_G * (1 + gap)
+            closed_max = max(closed_max, float(np.max(res.upper[alive & ~live], initial=-np.inf)))
+            # boxes that reduced-cost fixing made small: enumerate now
+            small = live & (np.log(res.hi - res.lo + 1).sum(axis=1) <= np.log(enum_max) + 1e-9)
+            if small.any():
+                G = offer(_enumerate_boxes(res.lo[small], res.hi[small]))
+                closed_max = max(closed_max, float(np.max(G, initial=-np.inf)))
+                live &= ~small
+            o_lo = np.vstack([o_lo, res.lo[live]])
+            o_hi = np.vstack([o_hi, res.hi[live]])
+            o_ub = np.concatenate([o_ub, res.upper[live]])
+            o_frac = np.concatenate([o_frac, res.frac_user[live]])
+            o_split = np.concatenate([o_split, res.split_at[live]])
+        # ---- discard what the incumbent beats ----
+        keep = o_ub > best_G * (1 + gap)
+        if not keep.all():
+            closed_max = max(closed_max, float(np.max(o_ub[~keep])))
+            o_lo, o_hi, o_ub, o_frac, o_split = (a[keep] for a in (o_lo, o_hi, o_ub, o_frac, o_split))
+        if len(o_ub) == 0:
+            break
+        if time.perf_counter() - t_start > time_limit_s:
+            status = "time_limit"
+            break
+        # ---- split the best nodes ----
+        take = np.argsort(-o_ub)[:batch]
+        rest = np.ones(len(o_ub), dtype=bool)
+        rest[take] = False
+        plo, phi, pfrac, psplit = (a[take] for a in (o_lo, o_hi, o_frac, o_split))
+        o_lo, o_hi, o_ub, o_frac, o_split = (a[rest] for a in (o_lo, o_hi, o_ub, o_frac, o_split))
+        n = len(take)
+        rk = np.arange(n)
+        width = phi - plo
+        by_user = (pfrac >= 0) & (width[rk, np.maximum(pfrac, 0)] > 0)
+        k_user = np.where(by_user, pfrac, np.argmax(width, axis=1))
+        m_user = np.where(by_user, psplit, plo[rk, k_user] + (width[rk, k_user] - 1) // 2)
+        m_user = np.clip(m_user, plo[rk, k_user], phi[rk, k_user] - 1)
+        lo = np.vstack([plo, plo.copy()])
+        hi = np.vstack([phi, phi.copy()])
+        hi[rk, k_user] = m_user
+        lo[n + rk, k_user] = m_user + 1
+
+    ub = max(best_G, closed_max, float(np.max(o_ub, initial=-np.inf)))
+    return AsyncBnBResult(best_L, best_G, ub, status, nodes, time.perf_counter() - t_start)
+
+
+__all__ = ["async_node_bounds", "branch_and_bound_async", "response_bounds", "multiplier_bracket",
+           "AsyncBoundResult", "AsyncBnBResult"]
