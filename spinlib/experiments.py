@@ -37,7 +37,7 @@ from .presets import MEASURED_PRESET, get_preset, random_scenario, random_uldl_s
 from .rounds import evaluate
 from .scenario import Payload, Scenario, ValidationError
 
-RECORD_VERSION = 4  # bump when records or the solvers behind them change: cached_call keys include it
+RECORD_VERSION = 5  # bump when records or the solvers behind them change: cached_call keys include it
 KNOBS = ("bandwidth_mhz", "num_users", "heterogeneity", "payload", "access_latency_ms")
 ULDL_KNOBS = ("dl_power_dbm", "num_users", "vocab_size", "bits_per_prob", "cell_radius_m", "top_k")
 METRICS = ("goodput", "server_utilisation", "capacity_limited_goodput", "ul_share", "structure_held")
@@ -151,8 +151,20 @@ class _Point:
 
     def __call__(self) -> list[dict]:
         s = self.factory(self.knob, self.x, self.seed, **dict(self.factory_kwargs))
-        head = {"knob": self.knob, "x": self.x, "seed": self.seed}
+        # the point's identity: the knob, its value, the seed and every factory setting, so that
+        # records of sweeps that differ only in a setting (e.g. the preset) never merge in a table
+        head = {"knob": self.knob, "x": self.x, "seed": self.seed,
+                **{k: _scalar(v) for k, v in self.factory_kwargs}}
         return [{**head, **r} for r in run_point(s, self.specs, self.policies)]
+
+
+def _scalar(v):
+    """A factory setting as a record field: scalars as they are, anything else as canonical JSON."""
+    if v is None or isinstance(v, (str, bool, int, float)):
+        return v
+    from .cache import canonical_json
+
+    return canonical_json(v)
 
 
 def _call(point: _Point) -> list[dict]:
@@ -237,15 +249,31 @@ def sweep(factory: Callable, knob: str, values: Iterable, *, n_seeds: int, seed:
 # ----------------------------------------------------------------------------------------------
 # Tables
 # ----------------------------------------------------------------------------------------------
+RESULT_FIELDS = ("policy", "round_model", "metric", "value")
+
+
+def point_fields(records: list[dict]) -> list[str]:
+    """The fields that identify a sweep point (knob, x, seed and the factory settings), in order."""
+    seen: dict = {}
+    for r in records:
+        for k in r:
+            if k not in RESULT_FIELDS:
+                seen.setdefault(k, None)
+    return list(seen)
+
+
 def wide(records: list[dict], metric: str = "goodput"):
-    """DataFrame with one row per (knob, x, seed) and one column per policy label, for ``metric``."""
+    """DataFrame with one row per sweep point (:func:`point_fields`) and one column per policy
+    label, for ``metric``. Points of different sweeps stay apart even when knob, x and seed agree."""
     import pandas as pd
 
     df = pd.DataFrame(records)
+    ids = point_fields(records)
     df = df[df["metric"] == metric]
-    out = df.pivot_table(index=["knob", "x", "seed"], columns="policy", values="value", aggfunc="first", sort=False)
+    out = df.pivot_table(index=ids, columns="policy", values="value", aggfunc="first", sort=False, dropna=False)
     out.columns.name = None
-    return out.reset_index()
+    out = out.reset_index()
+    return out.dropna(axis=0, how="all", subset=[c for c in out.columns if c not in ids])
 
 
 def frame(records: list[dict], metric: str = "goodput", relative_to: str | None = None):
@@ -255,7 +283,7 @@ def frame(records: list[dict], metric: str = "goodput", relative_to: str | None 
     divided by that policy's value on the same scenario: a paired comparison.
     """
     w = wide(records, metric)
-    ids = ["knob", "x", "seed"]
+    ids = point_fields(records)
     pol = [c for c in w.columns if c not in ids]
     if relative_to is not None:
         w[pol] = w[pol].div(w[relative_to], axis=0)

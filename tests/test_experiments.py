@@ -181,3 +181,16 @@ def test_unregister():
     assert "test-temp" in POLICIES
     unregister_policy("test-temp")
     assert "test-temp" not in POLICIES
+
+
+def test_sweeps_that_differ_only_in_a_setting_stay_apart():
+    """Two presets on the same knob, values and seeds: every point keeps its own row."""
+    kw = dict(n_seeds=2, seed=0, specs=[spec("server-only"), spec("homogeneous", L_max=6)], n_jobs=1, progress=False)
+    a = sweep(make_scenario, "heterogeneity", [0.0, 1.0], preset="llama2-7b-l4", **kw)
+    b = sweep(make_scenario, "heterogeneity", [0.0, 1.0], preset="qwen-7b-l4", **kw)
+    w = wide(a + b)
+    assert len(w) == 8 and set(w["preset"]) == {"llama2-7b-l4", "qwen-7b-l4"}
+    g = gain_table(a + b, ["homogeneous"], ["server-only"])
+    ratio = w["homogeneous"] / w["server-only"] - 1
+    assert g.mean_gain.iloc[0] == pytest.approx(ratio.mean())
+    assert len(frame(a + b)) == 16
