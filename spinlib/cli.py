@@ -14,6 +14,11 @@ import numpy as np
 from .scenario import Scenario, ValidationError
 
 
+MAX_NEW_TOKENS = 4096  # generate/measure: new tokens per prompt (the packaged models' context is 8k)
+MAX_PROMPT_TOKENS = 2048  # generate: prompt tokens (chat template included)
+MAX_ROUNDS = 1_000_000  # emulate --rounds
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse prints usage too; keep it short)
         sys.stderr.write(f"spinlib: error: {message}\n")
@@ -28,6 +33,15 @@ def _positive_int(name):
             raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
         if v < 1:
             raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {v}")
+        return v
+    return parse
+
+
+def _bounded_int(name, hi):
+    def parse(text):
+        v = _positive_int(name)(text)
+        if v > hi:
+            raise argparse.ArgumentTypeError(f"{name} must be <= {hi:,}, got {v:,}")
         return v
     return parse
 
@@ -205,14 +219,20 @@ def cmd_generate(args) -> int:
     from .sd.models import PACKAGED, load_pair
     from .sd.prompts import encode
 
-    pair = _require_installed(args.pair)
-    if args.temperature < 0:
-        raise ValidationError(f"--temperature must be >= 0, got {args.temperature}")
+    import math
+
+    if not math.isfinite(args.temperature) or args.temperature < 0:
+        raise ValidationError(f"--temperature must be a finite number >= 0, got {args.temperature}")
     if args.draft_length < 0 or args.draft_length > 64:
         raise ValidationError(f"--draft-length must be in [0, 64], got {args.draft_length}")
+    if args.max_new_tokens > MAX_NEW_TOKENS:
+        raise ValidationError(f"--max-new-tokens must be <= {MAX_NEW_TOKENS}, got {args.max_new_tokens}")
+    pair = _require_installed(args.pair)
     target, draft, tok = load_pair(pair.name)
     spec = PACKAGED[pair.target]
-    ids = encode(tok, args.prompt, chat=args.chat)
+    ids = encode(tok, args.prompt, chat=args.chat, max_prompt_tokens=None)
+    if len(ids) > MAX_PROMPT_TOKENS:  # never cut a prompt silently (it would drop the chat template's header)
+        raise ValidationError(f"the prompt has {len(ids):,} tokens, the limit is {MAX_PROMPT_TOKENS:,}; shorten it")
     stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
     new, rounds = speculative_generate(target, draft, ids, max_new_tokens=args.max_new_tokens,
                                        draft_length=args.draft_length, temperature=args.temperature,
@@ -228,11 +248,16 @@ def cmd_generate(args) -> int:
 
 def cmd_measure(args) -> int:
     from .sd.measure import measure_pair
-    from .sd.prompts import ALL_TASKS
+    from .sd.prompts import ALL_TASKS, load_prompts
 
-    _require_installed(args.pair)
     if args.task not in ALL_TASKS:
         raise ValidationError(f"--task must be one of {ALL_TASKS}, got {args.task!r}")
+    available = len(load_prompts(args.task))
+    if args.prompts > available:
+        raise ValidationError(f"--prompts must be <= {available} (prompts of task {args.task!r}), got {args.prompts}")
+    if args.max_new_tokens > MAX_NEW_TOKENS:
+        raise ValidationError(f"--max-new-tokens must be <= {MAX_NEW_TOKENS}, got {args.max_new_tokens}")
+    _require_installed(args.pair)
     s = measure_pair(args.pair, args.task, n_prompts=args.prompts, max_new_tokens=args.max_new_tokens,
                      seed=args.seed, recompute=args.recompute, progress=not args.json)
     out = {"pair": s["pair"], "task": s["task"], "timing": s["timing"]}
@@ -292,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     em.add_argument("scenario")
     em.add_argument("--policy", help="policy to solve the scenario with (or --allocation)")
     em.add_argument("--allocation", help="allocation JSON to emulate")
-    em.add_argument("--rounds", type=_positive_int("--rounds"), default=1000)
+    em.add_argument("--rounds", type=_bounded_int("--rounds", MAX_ROUNDS), default=1000)
     em.add_argument("--seed", type=int, default=0)
     em.add_argument("--fading", choices=("static", "rayleigh", "markov"), default="static")
     em.add_argument("--acceptance", choices=("iid", "profile"), default="iid")

@@ -136,3 +136,24 @@ def test_policies_refuse_sizes_they_do_not_scale_to():
     s = random_scenario(13, seed=0)
     with pytest.raises(ValidationError, match="accepts at most"):
         solve(s, "uldl-exhaustive")
+
+
+@pytest.mark.parametrize("args,match", [
+    (["generate", "--pair", "smollm2-rtn6", "--prompt", "hi", "--temperature", "inf"], "--temperature must be a finite"),
+    (["generate", "--pair", "smollm2-rtn6", "--prompt", "hi", "--temperature", "nan"], "--temperature must be a finite"),
+    (["generate", "--pair", "smollm2-rtn6", "--prompt", "hi", "--max-new-tokens", "1000000000"], "--max-new-tokens must be <="),
+    (["measure", "--pair", "smollm2-rtn6", "--task", "qa", "--prompts", "100000"], "--prompts must be <="),
+])
+def test_real_model_commands_refuse_unbounded_or_absurd_requests(args, match):
+    one_line_error(run(*args), match)
+
+
+def test_emulate_work_is_bounded(scen):
+    from spinlib.control import solve
+    from spinlib.emulator import EmulatorConfig, emulate
+
+    r = run("emulate", str(scen), "--policy", "equal", "--rounds", "1000000000")
+    assert r.returncode == 2 and "--rounds must be <=" in r.stderr
+    s = random_scenario(100, seed=0)
+    with pytest.raises(ValidationError, match="rounds x users"):
+        emulate(s, solve(s, "equal"), EmulatorConfig(rounds=300_000))

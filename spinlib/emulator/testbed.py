@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from ..rounds import Allocation, check_allocation, evaluate
-from ..scenario import Scenario
+from ..scenario import Scenario, ValidationError
 from .clock import async_clock, sync_clock
 from .config import EmulatorConfig
 from .traces import synthetic_trace
@@ -73,6 +73,9 @@ class EmulationResult:
         return out
 
 
+MAX_ROUND_USER_CELLS = 20_000_000  # rounds x users: ~1 GB of per-round arrays at most
+
+
 def emulate(scenario: Scenario, alloc: Allocation, cfg: EmulatorConfig | None = None, *,
             confidence: float = 0.99, progress: bool = False) -> EmulationResult:
     """Play ``alloc`` out on ``scenario``; returns what was measured.
@@ -87,6 +90,10 @@ def emulate(scenario: Scenario, alloc: Allocation, cfg: EmulatorConfig | None = 
     """
     cfg = cfg or EmulatorConfig()
     check_allocation(scenario, alloc)
+    cells = cfg.rounds * scenario.num_users
+    if cells > MAX_ROUND_USER_CELLS:  # the trace holds several [rounds, K] arrays in memory
+        raise ValidationError(f"rounds x users = {cells:,} exceeds the emulator's limit of {MAX_ROUND_USER_CELLS:,} "
+                              f"(lower rounds; memory grows with rounds x users)")
     rng = np.random.default_rng(cfg.seed)
     if cfg.real_models is not None:
         from .replay import real_trace  # torch and the models load only here

@@ -42,8 +42,12 @@ def load_spec_bench(task: str | None = None, n: int | None = None) -> list[dict]
     return rows[:n] if n is not None else rows
 
 
-def encode(tokenizer, text: str, chat: bool, max_prompt_tokens: int = 384) -> list[int]:
-    """Token ids of a prompt: the chat template for instruction models, raw text otherwise (truncated from the left)."""
+def encode(tokenizer, text: str, chat: bool, max_prompt_tokens: int | None = 384) -> list[int]:
+    """Token ids of a prompt: the chat template for instruction models, raw text otherwise.
+
+    Measurements keep the last ``max_prompt_tokens`` (long Spec-Bench contexts, cut from the left);
+    ``None`` keeps everything (``generate`` refuses a prompt over its limit instead of cutting it).
+    """
     if chat:
         ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                             tokenize=True)
@@ -52,7 +56,7 @@ def encode(tokenizer, text: str, chat: bool, max_prompt_tokens: int = 384) -> li
     else:
         ids = tokenizer(text)["input_ids"]
     ids = list(ids)
-    return ids[-max_prompt_tokens:]
+    return ids if max_prompt_tokens is None else ids[-max_prompt_tokens:]
 
 
 def load_humaneval(n: int | None = None) -> list[dict]:
