@@ -21,7 +21,8 @@ from spinlib.acceptance import tokens_table
 from spinlib.channel import RateModel
 from spinlib.control import solve
 from spinlib.control import uldl as U
-from spinlib.control.branch_and_bound_async import _enumerate_boxes, async_node_bounds, multiplier_bracket
+from spinlib.control.branch_and_bound import enumerate_boxes
+from spinlib.control.branch_and_bound_async import async_node_bounds, multiplier_bracket
 from spinlib.control.heterogeneous import evaluate_async_lengths
 from spinlib.experiments import payload_of
 from spinlib.presets import get_preset, random_uldl_scenario
@@ -83,7 +84,7 @@ def test_async_node_bound_covers_every_vector_of_the_box():
         a, b = rng.integers(0, L_max + 1, (2, 5, K))
         lo, hi = np.minimum(a, b), np.maximum(a, b)
         lo[0], hi[0] = 0, L_max
-        exact = np.array([evaluate_async_lengths(s, _enumerate_boxes(lo[m:m + 1], hi[m:m + 1]), table, rates)[0].max()
+        exact = np.array([evaluate_async_lengths(s, enumerate_boxes(lo[m:m + 1], hi[m:m + 1]), table, rates)[0].max()
                           for m in range(5)])
         for prune_at in (-np.inf, float(exact.min()) * (1 + 1e-3)):
             res = async_node_bounds(s, rates, table, lo, hi, multiplier_bracket(s, rates, table), prune_at)

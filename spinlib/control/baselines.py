@@ -17,7 +17,6 @@ import dataclasses
 import numpy as np
 
 from ..acceptance import tokens_table
-from ..channel import RateModel
 from ..rounds import Allocation, evaluate
 from ..scenario import Scenario, User, ValidationError, check_int_range
 from .bandwidth import async_optimal_bandwidth, equal_bandwidth, min_makespan_bandwidth
@@ -82,7 +81,6 @@ def optimal_length_equal_bandwidth(scenario: Scenario, L_max: int = 16, round_mo
         return _alloc(scenario, L, equal_bandwidth(scenario, L), "sync", "optimal-length-equal-bandwidth")
     # async: with b = B/K fixed, each user's goodput N_k(L)/T_k(L) is maximised on its own
     b = np.full(K, scenario.radio.bandwidth_hz / K)
-    table = tokens_table(scenario, L_max)
     G = np.stack([evaluate(scenario, Allocation(tuple([l] * K), tuple(b)), "async").user_goodput
                   for l in range(L_max + 1)])
     L = np.argmax(G, axis=0)

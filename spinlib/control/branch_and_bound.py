@@ -207,7 +207,7 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
     return BoundResult(upper, x_feas, frac_user, split_at, lo2, hi2)
 
 
-def _enumerate_boxes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def enumerate_boxes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """All integer vectors of the boxes ``lo``..``hi`` ([M, K]), stacked: [sum of box sizes, K]."""
     out = []
     for a, b in zip(lo, hi):
@@ -311,7 +311,7 @@ def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarra
             log_size = np.log(hi - lo + 1).sum(axis=1)
             small = log_size <= np.log(enum_max) + 1e-9
             if small.any():
-                G = offer(_enumerate_boxes(lo[small], hi[small]))
+                G = offer(enumerate_boxes(lo[small], hi[small]))
                 if G.size:
                     closed_max = max(closed_max, float(G.max()))
                 Dl, Dh, lo, hi = Dl[~small], Dh[~small], lo[~small], hi[~small]
@@ -319,7 +319,7 @@ def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarra
             res = sync_node_bounds(scenario, rates, table, Dl, Dh, lo, hi, best_G * (1 + gap))
             nodes += len(Dl)
             feas = res.upper > -np.inf
-            Gx = offer(res.x_feas[feas])
+            offer(res.x_feas[feas])
             Dx = np.zeros(len(Dl))
             if feas.any():
                 Dx[feas], _ = min_makespan_bandwidth(scenario, res.x_feas[feas], rates)
@@ -357,8 +357,7 @@ def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarra
         width = phi - plo
         by_user = (pfrac >= 0) & ((w_rel <= 0.5 * node_gap) | (w_rel < 1e-13))
         by_D = ~by_user & (w_rel >= 1e-13)
-        # neither: integral relaxation on a tight interval -> split the widest user in half
-        by_half = ~by_user & ~by_D
+        # neither (~by_user & ~by_D): integral relaxation on a tight interval -> split the widest user in half
         k_user = np.where(by_user, pfrac, np.argmax(width, axis=1))
         rk = np.arange(len(take))
         m_user = np.where(by_user, psplit, plo[rk, k_user] + (width[rk, k_user] - 1) // 2)

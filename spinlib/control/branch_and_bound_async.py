@@ -57,7 +57,6 @@ a node that was enumerated, discarded with a bound, cut by reduced costs, or is 
 """
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import dataclass
 
@@ -67,6 +66,7 @@ from ..channel import LN2, RateModel
 from ..rounds import async_terms
 from ..scenario import Scenario
 from .bandwidth import async_best_response, async_marginal, async_optimal_bandwidth
+from .branch_and_bound import enumerate_boxes
 
 SAFETY = 1e-12  # relative slack per term against rounding (see module docstring)
 EPS = np.finfo(float).eps
@@ -239,19 +239,6 @@ def async_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, l
     return AsyncBoundResult(upper, x_feas, x_over, frac_user, split_at, lo2, hi2, cut_max)
 
 
-def _enumerate_boxes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """All integer vectors of the boxes ``lo``..``hi`` ([M, K]), stacked: [sum of box sizes, K]."""
-    out = []
-    for a, b in zip(lo, hi):
-        free = np.flatnonzero(b > a)
-        base = np.tile(a, (int(np.prod(b[free] - a[free] + 1)), 1))
-        if free.size:
-            grid = np.array(list(itertools.product(*[range(a[k], b[k] + 1) for k in free])), dtype=int)
-            base[:, free] = grid
-        out.append(base)
-    return np.vstack(out) if out else np.zeros((0, lo.shape[1]), dtype=int)
-
-
 @dataclass
 class AsyncBnBResult:
     """Outcome of :func:`branch_and_bound_async`."""
@@ -317,7 +304,7 @@ def branch_and_bound_async(scenario: Scenario, rates: RateModel, table: np.ndarr
             log_size = np.log(hi - lo + 1).sum(axis=1)
             small = log_size <= np.log(enum_max) + 1e-9
             if small.any():
-                G = offer(_enumerate_boxes(lo[small], hi[small]))
+                G = offer(enumerate_boxes(lo[small], hi[small]))
                 if G.size:
                     closed_max = max(closed_max, float(G.max()))
                 lo, hi = lo[~small], hi[~small]
@@ -332,7 +319,7 @@ def branch_and_bound_async(scenario: Scenario, rates: RateModel, table: np.ndarr
             # boxes that reduced-cost fixing made small: enumerate now
             small = live & (np.log(res.hi - res.lo + 1).sum(axis=1) <= np.log(enum_max) + 1e-9)
             if small.any():
-                G = offer(_enumerate_boxes(res.lo[small], res.hi[small]))
+                G = offer(enumerate_boxes(res.lo[small], res.hi[small]))
                 closed_max = max(closed_max, float(np.max(G, initial=-np.inf)))
                 live &= ~small
             o_lo = np.vstack([o_lo, res.lo[live]])

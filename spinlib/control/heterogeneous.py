@@ -59,7 +59,7 @@ import numpy as np
 from ..acceptance import tokens_table
 from ..channel import RateModel
 from ..rounds import Allocation, async_goodput, async_terms, evaluate, sync_goodput, sync_round_time
-from ..scenario import Scenario, ValidationError, check_int_range
+from ..scenario import Scenario, check_int_range, check_nonnegative
 from .bandwidth import (
     async_best_response,
     async_marginal,
@@ -241,8 +241,8 @@ def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateMod
         upper_bound``, ``status`` ("optimal": gap <= ``gap``; "time_limit": stopped by the clock),
         ``bnb_nodes``, ``bnb_time_s``, ``makespan_s``, ``local_search_sweeps``, ``homogeneous_goodput``.
     """
-    gap = _check_nonneg("gap", gap)
-    time_limit_s = _check_nonneg("time_limit_s", time_limit_s)
+    gap = check_nonnegative("gap", gap)
+    time_limit_s = check_nonnegative("time_limit_s", time_limit_s)
     t_start = time.perf_counter()
     rates, K, table, hom = _prepare(scenario, L_max, rates)
     cands, lower = sync_candidates(scenario, table, L_max, rates)
@@ -270,13 +270,6 @@ def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateMod
             "upper_bound": ub, "gap": (ub - G) / ub if ub > 0 else 0.0, "status": bnb.status,
             "bnb_nodes": bnb.nodes, "bnb_time_s": bnb.time_s}
     return Allocation(tuple(int(x) for x in best_L), tuple(b.tolist()), "sync", "heterogeneous-sync", G, info)
-
-
-def _check_nonneg(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(value) or value < 0:
-        raise ValidationError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -347,8 +340,8 @@ def solve_heterogeneous_async(scenario: Scenario, L_max: int = 16, rates: RateMo
     """
     from .branch_and_bound_async import branch_and_bound_async
 
-    gap = _check_nonneg("gap", gap)
-    time_limit_s = _check_nonneg("time_limit_s", time_limit_s)
+    gap = check_nonnegative("gap", gap)
+    time_limit_s = check_nonnegative("time_limit_s", time_limit_s)
     t_start = time.perf_counter()
     rates, K, table, hom = _prepare(scenario, L_max, rates)
     L_feas, L_over = async_lagrangian(scenario, table, L_max, rates)
