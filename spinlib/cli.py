@@ -8,6 +8,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -259,7 +260,7 @@ def cmd_measure(args) -> int:
         raise ValidationError(f"--max-new-tokens must be <= {MAX_NEW_TOKENS}, got {args.max_new_tokens}")
     _require_installed(args.pair)
     s = measure_pair(args.pair, args.task, n_prompts=args.prompts, max_new_tokens=args.max_new_tokens,
-                     seed=args.seed, recompute=args.recompute, progress=not args.json)
+                     seed=args.seed, recompute=args.recompute, progress=not args.json, out_dir=args.out_dir)
     out = {"pair": s["pair"], "task": s["task"], "timing": s["timing"]}
     for T, d in s["by_temperature"].items():
         out[f"T={T}"] = {"alpha": d["alpha"], "alpha_ci95": d["alpha_ci95"],
@@ -353,6 +354,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=64)
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--recompute", action="store_true")
+    m.add_argument("--out-dir", type=Path, default=None,
+                   help="folder of the raw JSONL and summary (default .cache/measurements, untracked; the committed "
+                        "measurements are data/measurements)")
     m.add_argument("--json", action="store_true")
     m.set_defaults(func=cmd_measure)
     return p

@@ -59,7 +59,10 @@ class ValidationError(ValueError):
 def _check_real(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValidationError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an integer beyond the float range
+        raise ValidationError(f"{name} must be finite, got an integer of {int(value).bit_length()} bits") from None
     if not math.isfinite(value):
         raise ValidationError(f"{name} must be finite, got {value!r}")
     return value
@@ -78,6 +81,28 @@ def check_nonnegative(name: str, value: Any) -> float:
     v = _check_real(name, value)
     if v < 0:
         raise ValidationError(f"{name} must be >= 0, got {v!r}")
+    return v
+
+
+# Physical ranges [lo, hi] of the scenario's fields (SI units). Values outside them are refused at
+# construction with one line: inside them the rate models and solvers stay finite (the extremes of
+# every range are checked in tests/test_hardening.py); outside, they produce overflow and NaN long
+# after the cause. Generous on purpose: a thermal noise floor is ~4e-21 W/Hz, a macro cell transmits
+# ~40 W, a path gain is below 1.
+PHYSICAL_RANGES = {
+    "draft_time_s": (1e-9, 1e3), "channel_gain": (1e-30, 1.0), "tx_power_w": (1e-9, 1e3),
+    "bandwidth_hz": (1.0, 1e12), "noise_psd_w_per_hz": (1e-25, 1e-12), "access_latency_s": (0.0, 1e3),
+    "downlink_rate_bps": (1.0, 1e15), "t0_s": (0.0, 1e3), "t1_s_per_token": (0.0, 1e3),
+    "power_w": (1e-9, 1e6), "correction_time_s": (0.0, 1e3),
+}
+
+
+def check_physical(name: str, value: Any, field: str | None = None) -> float:
+    """``float(value)`` inside :data:`PHYSICAL_RANGES` ``[field or name]``, else one line naming the range."""
+    v = _check_real(name, value)
+    lo, hi = PHYSICAL_RANGES[field or name]
+    if not lo <= v <= hi:
+        raise ValidationError(f"{name} must be in [{lo:g}, {hi:g}] (physical range), got {v!r}")
     return v
 
 
@@ -163,10 +188,10 @@ class User:
     name: str = ""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "draft_time_s", check_positive("draft_time_s", self.draft_time_s))
+        object.__setattr__(self, "draft_time_s", check_physical("draft_time_s", self.draft_time_s))
         object.__setattr__(self, "alpha", check_alpha("alpha", self.alpha))
-        object.__setattr__(self, "channel_gain", check_positive("channel_gain", self.channel_gain))
-        object.__setattr__(self, "tx_power_w", check_positive("tx_power_w", self.tx_power_w))
+        object.__setattr__(self, "channel_gain", check_physical("channel_gain", self.channel_gain))
+        object.__setattr__(self, "tx_power_w", check_physical("tx_power_w", self.tx_power_w))
         if self.acceptance_profile is not None:
             prof = tuple(_check_real("acceptance_profile", x) for x in self.acceptance_profile)
             if not prof:
@@ -204,17 +229,17 @@ class Radio:
     downlink_rate_bps: float = 50e6
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "bandwidth_hz", check_positive("bandwidth_hz", self.bandwidth_hz))
+        object.__setattr__(self, "bandwidth_hz", check_physical("bandwidth_hz", self.bandwidth_hz))
         object.__setattr__(
-            self, "noise_psd_w_per_hz", check_positive("noise_psd_w_per_hz", self.noise_psd_w_per_hz)
+            self, "noise_psd_w_per_hz", check_physical("noise_psd_w_per_hz", self.noise_psd_w_per_hz)
         )
         if self.rate_model not in ("shannon", "linear"):
             raise ValidationError(f"rate_model must be 'shannon' or 'linear', got {self.rate_model!r}")
         object.__setattr__(
-            self, "access_latency_s", check_nonnegative("access_latency_s", self.access_latency_s)
+            self, "access_latency_s", check_physical("access_latency_s", self.access_latency_s)
         )
         object.__setattr__(
-            self, "downlink_rate_bps", check_positive("downlink_rate_bps", self.downlink_rate_bps)
+            self, "downlink_rate_bps", check_physical("downlink_rate_bps", self.downlink_rate_bps)
         )
 
 
@@ -237,9 +262,9 @@ class Server:
     name: str = ""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "t0_s", check_nonnegative("t0_s", self.t0_s))
+        object.__setattr__(self, "t0_s", check_physical("t0_s", self.t0_s))
         object.__setattr__(
-            self, "t1_s_per_token", check_nonnegative("t1_s_per_token", self.t1_s_per_token)
+            self, "t1_s_per_token", check_physical("t1_s_per_token", self.t1_s_per_token)
         )
 
     def verification_time(self, n_positions):
@@ -278,10 +303,10 @@ class Downlink:
     variant: str = "reject"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "power_w", check_positive("power_w", self.power_w))
-        object.__setattr__(self, "bandwidth_hz", check_positive("bandwidth_hz", self.bandwidth_hz))
+        object.__setattr__(self, "power_w", check_physical("power_w", self.power_w))
+        object.__setattr__(self, "bandwidth_hz", check_physical("bandwidth_hz", self.bandwidth_hz))
         object.__setattr__(
-            self, "correction_time_s", check_nonnegative("correction_time_s", self.correction_time_s)
+            self, "correction_time_s", check_physical("correction_time_s", self.correction_time_s)
         )
         if self.variant not in DL_VARIANTS:
             raise ValidationError(f"variant must be one of {DL_VARIANTS}, got {self.variant!r}")

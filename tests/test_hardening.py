@@ -124,10 +124,61 @@ def test_non_finite_results_are_refused(tmp_path):
     from spinlib.presets import random_uldl_scenario
 
     s = random_uldl_scenario(3, np.random.default_rng(1))
-    s = s.replace(downlink=dataclasses.replace(s.downlink, bandwidth_hz=5e-324))
+    with pytest.raises(ValidationError, match=r"bandwidth_hz must be in \[1, 1e\+12\] \(physical range\)"):
+        dataclasses.replace(s.downlink, bandwidth_hz=5e-324)
+    d = json.loads(s.to_json())
+    d["downlink"]["bandwidth_hz"] = 5e-324  # the issue's case: once NaN with exit 0, now refused on load
     p = tmp_path / "s.json"
-    s.to_json(p)
-    one_line_error(run("solve", str(p), "--policy", "uldl-optimal", "--L-max", "4"), "non-finite goodput")
+    p.write_text(json.dumps(d))
+    one_line_error(run("solve", str(p), "--policy", "uldl-optimal", "--L-max", "4"), "physical range")
+
+
+@pytest.mark.parametrize("section,field,value", [
+    ("radio", "noise_psd_w_per_hz", 1.0), ("radio", "bandwidth_hz", 1e308),  # the issue's absurd values
+    ("radio", "noise_psd_w_per_hz", 1e-30), ("downlink", "power_w", 1e9), ("server", "t0_s", 1e6),
+])
+def test_physically_absurd_values_are_refused_at_once(tmp_path, section, field, value):
+    import time
+
+    from spinlib.presets import random_uldl_scenario
+
+    d = json.loads(random_uldl_scenario(3, np.random.default_rng(1)).to_json())
+    d[section][field] = value
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(d))
+    t = time.perf_counter()
+    one_line_error(run("solve", str(p), "--policy", "heterogeneous-sync"), f"{field} must be in")
+    assert time.perf_counter() - t < 30  # was 6-11 s of warnings before an error about another field
+
+
+@pytest.mark.parametrize("end", [0, 1])
+def test_every_physical_range_extreme_gives_a_finite_answer(end):
+    """At either end of every physical range (one field at a time), every fast policy answers with
+    a finite goodput or one ValidationError line -- the ranges are where the models stay finite."""
+    import dataclasses
+
+    from spinlib.control import solve
+    from spinlib.presets import random_uldl_scenario
+    from spinlib.scenario import PHYSICAL_RANGES
+
+    base = random_uldl_scenario(3, np.random.default_rng(4))
+    for field, bounds in PHYSICAL_RANGES.items():
+        v = bounds[end]
+        for part in ("radio", "server", "downlink"):
+            obj = getattr(base, part)
+            if field in {f.name for f in dataclasses.fields(obj)}:
+                s = base.replace(**{part: dataclasses.replace(obj, **{field: v})})
+                break
+        else:
+            s = base.replace(users=tuple(dataclasses.replace(u, **{field: v}) for u in base.users))
+        for policy in ("homogeneous", "heterogeneous-sync", "heterogeneous-async", "uldl-optimal"):
+            kw = {"L_max": 4}
+            try:
+                a = solve(s, policy, **kw)
+            except ValidationError as e:
+                assert "\n" not in str(e), (field, v, policy)
+                continue
+            assert np.isfinite(a.goodput_tokens_per_s), (field, v, policy)
 
 
 def test_policies_refuse_sizes_they_do_not_scale_to():

@@ -13,14 +13,14 @@ GOOD_USER = dict(draft_time_s=0.01, alpha=0.7, channel_gain=1e-12, tx_power_w=0.
 @pytest.mark.parametrize(
     "field,value,match",
     [
-        ("draft_time_s", 0.0, r"draft_time_s must be > 0"),
-        ("draft_time_s", -1.0, r"draft_time_s must be > 0"),
+        ("draft_time_s", 0.0, r"draft_time_s must be in \["),
+        ("draft_time_s", -1.0, r"draft_time_s must be in \["),
         ("draft_time_s", float("nan"), r"draft_time_s must be finite"),
         ("alpha", 1.0, r"alpha must be in \[0, 1\)"),
         ("alpha", -0.1, r"alpha must be in \[0, 1\)"),
         ("alpha", "0.5", r"alpha must be a real number"),
-        ("channel_gain", 0.0, r"channel_gain must be > 0"),
-        ("tx_power_w", -0.2, r"tx_power_w must be > 0"),
+        ("channel_gain", 0.0, r"channel_gain must be in \["),
+        ("tx_power_w", -0.2, r"tx_power_w must be in \["),
         ("acceptance_profile", (0.5, 0.7), r"non-increasing"),
         ("acceptance_profile", (1.5,), r"\[0, 1\]"),
     ],
@@ -33,12 +33,12 @@ def test_user_validation(field, value, match):
 @pytest.mark.parametrize(
     "kwargs,match",
     [
-        (dict(bandwidth_hz=-1e6), r"bandwidth_hz must be > 0"),
-        (dict(bandwidth_hz=0), r"bandwidth_hz must be > 0"),
-        (dict(bandwidth_hz=1e6, noise_psd_w_per_hz=0), r"noise_psd_w_per_hz must be > 0"),
+        (dict(bandwidth_hz=-1e6), r"bandwidth_hz must be in \["),
+        (dict(bandwidth_hz=0), r"bandwidth_hz must be in \["),
+        (dict(bandwidth_hz=1e6, noise_psd_w_per_hz=0), r"noise_psd_w_per_hz must be in \["),
         (dict(bandwidth_hz=1e6, rate_model="cubic"), r"rate_model must be 'shannon' or 'linear'"),
-        (dict(bandwidth_hz=1e6, access_latency_s=-0.01), r"access_latency_s must be >= 0"),
-        (dict(bandwidth_hz=1e6, downlink_rate_bps=0), r"downlink_rate_bps must be > 0"),
+        (dict(bandwidth_hz=1e6, access_latency_s=-0.01), r"access_latency_s must be in \["),
+        (dict(bandwidth_hz=1e6, downlink_rate_bps=0), r"downlink_rate_bps must be in \["),
     ],
 )
 def test_radio_validation(kwargs, match):
@@ -47,9 +47,9 @@ def test_radio_validation(kwargs, match):
 
 
 def test_server_and_payload_validation():
-    with pytest.raises(ValidationError, match=r"t0_s must be >= 0"):
+    with pytest.raises(ValidationError, match=r"t0_s must be in \["):
         Server(t0_s=-1, t1_s_per_token=0)
-    with pytest.raises(ValidationError, match=r"t1_s_per_token must be >= 0"):
+    with pytest.raises(ValidationError, match=r"t1_s_per_token must be in \["):
         Server(t0_s=0.01, t1_s_per_token=-1e-4)
     with pytest.raises(ValidationError, match=r"vocab_size must be an integer in \[2, inf\)"):
         Payload(vocab_size=1)

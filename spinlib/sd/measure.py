@@ -17,10 +17,12 @@ seconds for N positions, fitted to ``T_ver(N) = t0 + t1 N`` by least squares.
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 import torch
 
+from ..scenario import ValidationError
 from .engine import CachedLM, target_generate
 
 
@@ -110,6 +112,92 @@ def time_verification(target, prompt_ids: list[int], sizes=(1, 2, 4, 8, 16), rep
 # ----------------------------------------------------------------------------------------------
 # the measurement pipeline: raw JSONL records (resumable) + a JSON summary, keyed by the config
 # ----------------------------------------------------------------------------------------------
+def default_measurement_dir():
+    """Where new measurements go unless asked otherwise: ``<repo>/.cache/measurements`` (untracked).
+
+    The committed measurements (``data/measurements``) are written only when a caller passes that
+    folder (notebook 05 in a full run, or ``measure --out-dir data/measurements``).
+    """
+    from ..paths import ROOT
+    return ROOT / ".cache" / "measurements"
+
+
+def _record_error(path, lineno: int, field: str, allowed: str) -> ValidationError:
+    return ValidationError(f"{path}:{lineno}: field {field!r} must be {allowed}; delete the line (it is then "
+                           "measured again) or rerun with --recompute")
+
+
+def check_record(r, path="<record>", lineno: int = 0) -> tuple:
+    """Validate one measurement JSONL record; returns its key ``(kind, question_id, temperature, L)``.
+
+    A ``beta`` record: ``beta`` a list of probabilities in [0, 1]. An ``engine`` record: ``L`` an
+    int >= 1, ``tokens_per_round`` a finite number >= 1, ``rounds`` a list of 4-number rows.
+    Anything else is one :class:`ValidationError` line naming the file, the line and the field.
+    """
+    if not isinstance(r, dict):
+        raise _record_error(path, lineno, "<line>", "a JSON object")
+    kind = r.get("kind")
+    if kind not in ("beta", "engine"):
+        raise _record_error(path, lineno, "kind", "'beta' or 'engine'")
+    qid = r.get("question_id")
+    if not isinstance(qid, int) or isinstance(qid, bool):
+        raise _record_error(path, lineno, "question_id", "an integer")
+    T = r.get("temperature")
+    if not isinstance(T, (int, float)) or isinstance(T, bool) or not np.isfinite(T) or T < 0:
+        raise _record_error(path, lineno, "temperature", "a finite number >= 0")
+    L = r.get("L")
+    if kind == "beta":
+        b = r.get("beta")
+        if L is not None:
+            raise _record_error(path, lineno, "L", "null in a beta record")
+        if not isinstance(b, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                              and 0.0 <= x <= 1.0 for x in b):
+            raise _record_error(path, lineno, "beta", "a list of probabilities in [0, 1]")
+    else:
+        if not isinstance(L, int) or isinstance(L, bool) or L < 1:
+            raise _record_error(path, lineno, "L", "an integer >= 1")
+        tpr = r.get("tokens_per_round")
+        if not isinstance(tpr, (int, float)) or isinstance(tpr, bool) or not np.isfinite(tpr) or tpr < 1:
+            raise _record_error(path, lineno, "tokens_per_round", "a finite number >= 1")
+        rounds = r.get("rounds")
+        if not isinstance(rounds, list) or not all(
+                isinstance(x, list) and len(x) == 4 and all(isinstance(v, (int, float)) for v in x) for x in rounds):
+            raise _record_error(path, lineno, "rounds", "a list of [drafted, accepted, bits_up, bits_down] rows")
+    return (kind, qid, float(T), L)
+
+
+def read_records(path) -> dict:
+    """The finished records of a measurement JSONL, keyed by (kind, question_id, temperature, L).
+
+    A torn *last* line (an interrupted run) is dropped and measured again; any other line that is not
+    a valid record is refused with one line naming the file, the line and the field.
+    """
+    import json
+
+    lines = path.read_text(encoding="utf-8", errors="strict").splitlines()
+    done = {}
+    for i, line in enumerate(lines, 1):
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines):
+                break  # torn last line
+            raise _record_error(path, i, "<line>", "valid JSON") from None
+        done[check_record(r, path, i)] = r
+    return done
+
+
+def read_summary(path):
+    """A summary JSON, or None when it is unreadable or not a JSON object (the caller recomputes it)."""
+    import json
+
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return d if isinstance(d, dict) else None
+
+
 def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: int, seed: int = 0,
                  temperatures=(0.0, 1.0), L_values=tuple(range(1, 9)), engine_prompts: int = 2,
                  recompute: bool = False, out_dir=None, progress: bool = True) -> dict:
@@ -129,7 +217,6 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
 
     from ..acceptance import iid_profile
     from ..cache import atomic_write_text, config_key
-    from ..paths import DATA
     from ..scenario import Payload
     from .engine import mean_tokens_per_round, speculative_generate
     from .models import PACKAGED, get_pair, load_pair
@@ -140,22 +227,18 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
            "seed": seed, "temperatures": list(temperatures), "L_values": list(L_values),
            "engine_prompts": engine_prompts, "version": 1}
     key = config_key(cfg, 12)
-    out_dir = Path(out_dir or DATA / "measurements")
+    out_dir = Path(out_dir or default_measurement_dir())
     raw = out_dir / pair_name / f"{task}-{key}.jsonl"
     summ = out_dir / pair_name / f"{task}-{key}.summary.json"
     if summ.exists() and not recompute:
-        return json.loads(summ.read_text())
+        cached = read_summary(summ)
+        if cached is not None and cached.get("config") == cfg:
+            return cached
+        warnings.warn(f"{summ}: not a summary of this configuration; recomputing it", stacklevel=2)
     if recompute and raw.exists():
         raw.unlink()
     raw.parent.mkdir(parents=True, exist_ok=True)
-    done = {}
-    if raw.exists():
-        for line in raw.read_text().splitlines():
-            try:
-                r = json.loads(line)
-                done[(r["kind"], r["question_id"], r["temperature"], r.get("L"))] = r
-            except json.JSONDecodeError:
-                pass  # a torn last line from an interrupted run is redone
+    done = read_records(raw) if raw.exists() else {}
     target, draft, tok = load_pair(pair_name)
     spec = PACKAGED[pair.target]
     stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
@@ -164,7 +247,7 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     jobs += [("engine", p, T, L) for p in prompts[:engine_prompts] for T in temperatures for L in L_values]
     with raw.open("a") as f:
         for kind, p, T, L in tqdm(jobs, desc=f"measure {pair_name}/{task}", disable=not progress, leave=False):
-            k = (kind, p["question_id"], T, L)
+            k = (kind, p["question_id"], float(T), L)
             if k in done:
                 continue
             ids = encode(tok, p["prompt"], spec.chat)

@@ -117,6 +117,57 @@ def _gguf_file(model: str) -> Path:
 
 
 _LOADED: dict = {}
+MANIFEST = "spinlib-manifest.json"  # in a target cache folder: size and sha256 of every file
+
+
+def sha256_file(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_record(path: Path) -> dict:
+    return {"size": path.stat().st_size, "sha256": sha256_file(path)}
+
+
+def write_manifest(folder: Path) -> None:
+    """Record size and sha256 of every file of a cache folder (written last, inside the folder)."""
+    import json
+
+    files = {p.relative_to(folder).as_posix(): file_record(p) for p in sorted(folder.rglob("*"))
+             if p.is_file() and p.name != MANIFEST}
+    (folder / MANIFEST).write_text(json.dumps({"files": files}, indent=1) + "\n")
+
+
+def cache_problem(folder: Path) -> str | None:
+    """Why a target cache folder cannot be trusted (None when every file matches its manifest)."""
+    import json
+
+    try:
+        files = json.loads((folder / MANIFEST).read_text())["files"]
+        if not isinstance(files, dict) or "config.json" not in files:
+            return "its manifest lists no config.json"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"no readable {MANIFEST}"
+    for name, rec in files.items():
+        f = folder / name
+        if not f.is_file():
+            return f"{name} is missing"
+        if f.stat().st_size != rec.get("size"):
+            return f"{name} has {f.stat().st_size} bytes, the manifest says {rec.get('size')}"
+        if sha256_file(f) != rec.get("sha256"):
+            return f"{name} does not match its sha256"
+    return None
+
+
+def _warn_rebuild(path: Path, why: str) -> None:
+    import warnings
+
+    warnings.warn(f"model cache {path} failed its check ({why}); rebuilding it", stacklevel=3)
 
 
 def load_target(model: str):
@@ -129,7 +180,10 @@ def load_target(model: str):
     if model in _LOADED:
         return _LOADED[model]
     local = cache_dir() / model
-    if (local / "config.json").exists():
+    why = cache_problem(local) if local.exists() else "absent"
+    if why is not None and why != "absent":
+        _warn_rebuild(local, why)
+    if why is None:
         m = AutoModelForCausalLM.from_pretrained(local, dtype=torch.float32)
         tok = AutoTokenizer.from_pretrained(local)
     else:
@@ -144,6 +198,7 @@ def load_target(model: str):
         shutil.rmtree(tmp, ignore_errors=True)
         m.save_pretrained(tmp)
         tok.save_pretrained(tmp)
+        write_manifest(tmp)
         shutil.rmtree(local, ignore_errors=True)
         os.replace(tmp, local)
     m.eval()
@@ -175,6 +230,39 @@ def quantize_rtn_(model, bits: int, group_size: int = 32) -> None:
                 W.copy_((lo + s * torch.round((Wg - lo) / s)).reshape(out, inp))
 
 
+def _quantised(key: str) -> bool:
+    """The draft stores only the tensors RTN changes (decoder attention and MLP weights)."""
+    return "mlp" in key or "self_attn" in key
+
+
+def _draft_problem(path: Path, record: Path, expected: dict) -> str | None:
+    """Why a cached draft cannot be trusted: its record (size, sha256, tensor names and shapes) must
+    match the file, and the file must hold exactly the tensors the target's architecture expects."""
+    import json
+
+    from safetensors import safe_open
+
+    try:
+        rec = json.loads(record.read_text())
+        if not isinstance(rec, dict):
+            return "its record is not a JSON object"
+    except (OSError, ValueError):
+        return f"no readable record {record.name}"
+    if path.stat().st_size != rec.get("size"):
+        return f"{path.stat().st_size} bytes, the record says {rec.get('size')}"
+    if sha256_file(path) != rec.get("sha256"):
+        return "the file does not match its sha256"
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    except Exception as e:  # noqa: BLE001 -- any unreadable file is rebuilt
+        return f"unreadable safetensors ({type(e).__name__})"
+    if shapes != expected:
+        missing = sorted(set(expected) - set(shapes))
+        return f"{len(missing)} expected tensors missing" if missing else "tensor names or shapes differ"
+    return None
+
+
 def load_pair(name: str):
     """``(target, draft, tokenizer)`` of a registered pair; the draft is cached as safetensors."""
     from safetensors.torch import load_file, save_file
@@ -186,16 +274,24 @@ def load_pair(name: str):
         return target, _LOADED[key], tok
     draft = copy.deepcopy(target)
     path = cache_dir() / "drafts" / f"{pair.draft}.safetensors"
-    if path.exists():
-        state = load_file(path)
-        draft.load_state_dict(state, strict=False)
+    record = path.with_name(path.name + ".json")
+    expected = {k: tuple(v.shape) for k, v in draft.state_dict().items() if _quantised(k)}
+    why = _draft_problem(path, record, expected) if path.exists() else "absent"
+    if why is None:
+        draft.load_state_dict(load_file(path), strict=False)  # every expected tensor checked above
     else:
+        if why != "absent":
+            _warn_rebuild(path, why)
         quantize_rtn_(draft, pair.draft_bits, pair.group_size)
         path.parent.mkdir(parents=True, exist_ok=True)
-        state = {k: v.contiguous() for k, v in draft.state_dict().items() if "mlp" in k or "self_attn" in k}
+        state = {k: v.contiguous() for k, v in draft.state_dict().items() if _quantised(k)}
         tmp = path.with_suffix(".tmp")
         save_file(state, str(tmp))
         os.replace(tmp, path)
+        from ..cache import atomic_write_text
+        import json
+        atomic_write_text(record, json.dumps({**file_record(path), "tensors": {k: list(v) for k, v in
+                                                                              sorted(expected.items())}}) + "\n")
     draft.eval()
     _LOADED[key] = draft
     return target, draft, tok

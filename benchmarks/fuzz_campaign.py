@@ -1,0 +1,44 @@
+"""The long fuzz campaign of the CLI boundary (issue 12): the properties of ``tests/test_fuzz.py``
+with many more examples each.
+
+    SPINLIB_FUZZ_EXAMPLES=2000 .venv/bin/python benchmarks/fuzz_campaign.py
+
+Writes ``results/benchmarks/fuzz_campaign.json``: cases tried per property, failures (the first
+falsifying example of each failing property, as hypothesis reports it) and the run time.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+os.environ.setdefault("SPINLIB_FUZZ_EXAMPLES", "2000")
+
+import test_fuzz as F  # noqa: E402
+
+from spinlib.cache import atomic_write_text  # noqa: E402
+from spinlib.paths import RESULTS  # noqa: E402
+
+
+def main() -> dict:
+    failures = {}
+    t = time.perf_counter()
+    for name in ("test_solve_on_mutated_scenarios", "test_evaluate_on_mutated_inputs",
+                 "test_random_bytes_are_one_line_errors"):
+        try:
+            getattr(F, name)()
+        except AssertionError as e:
+            failures[name] = str(e)[:2000]
+        print(name, "done", dict(F.CASES), flush=True)
+    out = {"examples_per_property": F.EXAMPLES, "cases": dict(F.CASES), "cases_total": sum(F.CASES.values()),
+           "failures": failures, "failing_properties": len(failures), "time_s": round(time.perf_counter() - t, 1)}
+    print(json.dumps(out, indent=2))
+    atomic_write_text(RESULTS / "benchmarks" / "fuzz_campaign.json", json.dumps(out, indent=1) + "\n")
+    return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(1 if main()["failing_properties"] else 0)

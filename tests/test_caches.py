@@ -1,0 +1,164 @@
+"""Caches are verified before they are trusted (issue 12): model caches carry size + sha256 and the
+expected tensors, measurement JSONL lines are validated, summaries of another configuration or
+unreadable ones are recomputed, and new measurements go to an untracked folder by default."""
+import json
+import warnings
+
+import pytest
+
+from spinlib.paths import ROOT
+from spinlib.scenario import ValidationError
+from spinlib.sd import measure as M
+from spinlib.sd import models as MD
+
+
+def make_cache(folder):
+    folder.mkdir()
+    (folder / "config.json").write_text('{"a": 1}')
+    (folder / "model.safetensors").write_bytes(b"x" * 1000)
+    MD.write_manifest(folder)
+    return folder
+
+
+def test_target_cache_manifest_detects_truncation_emptiness_and_tampering(tmp_path):
+    f = make_cache(tmp_path / "m")
+    assert MD.cache_problem(f) is None
+    (f / "model.safetensors").write_bytes(b"x" * 10)  # truncated
+    assert "bytes" in MD.cache_problem(f)
+    (f / "model.safetensors").write_bytes(b"y" * 1000)  # same size, other content
+    assert "sha256" in MD.cache_problem(f)
+    (f / "model.safetensors").write_bytes(b"")  # empty
+    assert MD.cache_problem(f) is not None
+    (f / "model.safetensors").unlink()
+    assert "missing" in MD.cache_problem(f)
+    g = make_cache(tmp_path / "g")
+    (g / MD.MANIFEST).unlink()  # an interrupted conversion leaves no manifest
+    assert "manifest" in MD.cache_problem(g)
+    (g / MD.MANIFEST).write_text("[1, 2]")
+    assert MD.cache_problem(g) is not None
+
+
+def test_draft_cache_record_detects_every_fault(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    path = tmp_path / "d.safetensors"
+    record = tmp_path / "d.safetensors.json"
+    expected = {"layers.0.mlp.w": (2, 3), "layers.0.self_attn.q": (4,)}
+    save_file({"layers.0.mlp.w": torch.zeros(2, 3), "layers.0.self_attn.q": torch.ones(4)}, str(path))
+    record.write_text(json.dumps({**MD.file_record(path), "tensors": {}}))
+    assert MD._draft_problem(path, record, expected) is None
+    assert "missing" in MD._draft_problem(path, record, {**expected, "layers.1.mlp.w": (2, 3)})
+    assert "shapes" in MD._draft_problem(path, record, {**expected, "layers.0.mlp.w": (3, 2)})
+    save_file({"layers.0.mlp.w": torch.zeros(2, 3)}, str(path))  # a file missing a tensor, stale record
+    assert "bytes" in MD._draft_problem(path, record, expected) or "sha256" in MD._draft_problem(path, record, expected)
+    record.write_text(json.dumps({**MD.file_record(path)}))  # record matches, tensors do not
+    assert "missing" in MD._draft_problem(path, record, expected)
+    path.write_bytes(b"")  # the issue's empty .safetensors
+    assert MD._draft_problem(path, record, expected) is not None
+    record.write_text(json.dumps(MD.file_record(path)))
+    assert "unreadable" in MD._draft_problem(path, record, expected)
+    record.unlink()
+    assert "record" in MD._draft_problem(path, record, expected)
+
+
+def test_broken_draft_cache_is_rebuilt_not_trusted(tmp_path, monkeypatch):
+    """The issue's finding: an empty draft .safetensors made the draft equal the target (alpha = 1).
+    Now the cache fails its check, is rebuilt with a warning, and the draft differs from the target."""
+    import torch
+
+    real = MD.cache_dir()
+    MD.load_target("smollm2-135m-instruct")  # build/verify the real target cache first
+    monkeypatch.setenv("SPINLIB_MODEL_CACHE", str(tmp_path))
+    (tmp_path / "smollm2-135m-instruct").symlink_to(real / "smollm2-135m-instruct")
+    (tmp_path / "drafts").mkdir()
+    pair = MD.get_pair("smollm2-rtn3g16")
+    bad = tmp_path / "drafts" / f"{pair.draft}.safetensors"
+    bad.write_bytes(b"")
+    MD._LOADED.pop(("draft", pair.draft), None)
+    with pytest.warns(UserWarning, match="failed its check"):
+        target, draft, _ = MD.load_pair(pair.name)
+    MD._LOADED.pop(("draft", pair.draft), None)
+    t = dict(target.named_parameters())
+    changed = [k for k, v in draft.named_parameters() if MD._quantised(k) and not torch.equal(v, t[k])]
+    assert len(changed) > 10
+    assert MD._draft_problem(bad, bad.with_name(bad.name + ".json"),
+                             {k: tuple(v.shape) for k, v in draft.state_dict().items() if MD._quantised(k)}) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a verified cache loads without a warning
+        MD.load_pair(pair.name)
+    MD._LOADED.pop(("draft", pair.draft), None)
+
+
+GOOD_BETA = {"kind": "beta", "question_id": 3, "temperature": 0.0, "L": None, "beta": [1.0, 0.5]}
+GOOD_ENGINE = {"kind": "engine", "question_id": 3, "temperature": 1.0, "L": 2, "tokens_per_round": 1.5,
+               "rounds": [[2, 1, 100, 10]]}
+
+
+@pytest.mark.parametrize("line,field", [
+    ("{}", "kind"),
+    ("[]", "<line>"),
+    ('"text"', "<line>"),
+    (json.dumps({**GOOD_BETA, "kind": "bta"}), "kind"),
+    (json.dumps({**GOOD_BETA, "question_id": "3"}), "question_id"),
+    (json.dumps({**GOOD_BETA, "temperature": float("nan")}).replace("NaN", "NaN"), "temperature"),
+    (json.dumps({**GOOD_BETA, "beta": [1.5]}), "beta"),
+    (json.dumps({**GOOD_BETA, "beta": "0.5"}), "beta"),
+    (json.dumps({**GOOD_ENGINE, "L": 0}), "L"),
+    (json.dumps({**GOOD_ENGINE, "tokens_per_round": None}), "tokens_per_round"),
+    (json.dumps({**GOOD_ENGINE, "rounds": [[1, 2]]}), "rounds"),
+    ("not json", "<line>"),
+])
+def test_measurement_jsonl_bad_lines_are_one_line_errors(tmp_path, line, field):
+    p = tmp_path / "m.jsonl"
+    p.write_text(json.dumps(GOOD_BETA) + "\n" + line + "\n" + json.dumps(GOOD_ENGINE) + "\n")
+    with pytest.raises(ValidationError) as e:
+        M.read_records(p)
+    msg = str(e.value)
+    assert "\n" not in msg and f"{p}:2" in msg and repr(field) in msg
+
+
+def test_measurement_jsonl_torn_last_line_is_redone(tmp_path):
+    p = tmp_path / "m.jsonl"
+    p.write_text(json.dumps(GOOD_BETA) + "\n" + json.dumps(GOOD_ENGINE)[:20])
+    done = M.read_records(p)
+    assert list(done) == [("beta", 3, 0.0, None)]
+
+
+def test_committed_measurements_pass_the_checks():
+    files = sorted((ROOT / "data" / "measurements").rglob("*.jsonl"))
+    assert files
+    for f in files:
+        assert M.read_records(f)
+        summ = M.read_summary(f.with_name(f.name.replace(".jsonl", ".summary.json")))
+        assert summ is not None and summ["config"]["pair"] == f.parent.name
+
+
+def test_summary_of_another_configuration_or_corrupt_is_not_trusted(tmp_path, monkeypatch):
+    """measure_pair recomputes (warning) when the summary is corrupt or belongs to another config;
+    stopped right after the check by a sentinel so that no model is loaded."""
+    class Stop(Exception):
+        pass
+
+    def boom(*a, **k):
+        raise Stop
+
+    monkeypatch.setattr(MD, "load_pair", boom)
+    from spinlib.cache import config_key
+    cfg = {"pair": "smollm2-rtn6", "task": "qa", "n_prompts": 1, "max_new_tokens": 4, "seed": 0,
+           "temperatures": [0.0, 1.0], "L_values": [1, 2, 3, 4, 5, 6, 7, 8], "engine_prompts": 2, "version": 1}
+    summ = tmp_path / "smollm2-rtn6" / f"qa-{config_key(cfg, 12)}.summary.json"
+    summ.parent.mkdir()
+    for content in ("[1]", "{broken", json.dumps({"config": {**cfg, "seed": 1}})):
+        summ.write_text(content)
+        with pytest.warns(UserWarning, match="recomputing"), pytest.raises(Stop):
+            M.measure_pair("smollm2-rtn6", "qa", n_prompts=1, max_new_tokens=4, out_dir=tmp_path)
+    summ.write_text(json.dumps({"config": cfg, "ok": True}))
+    assert M.measure_pair("smollm2-rtn6", "qa", n_prompts=1, max_new_tokens=4, out_dir=tmp_path)["ok"]
+
+
+def test_new_measurements_default_to_an_untracked_folder():
+    d = M.default_measurement_dir()
+    assert d == ROOT / ".cache" / "measurements"
+    ignored = (ROOT / ".gitignore").read_text().split()
+    assert ".cache/" in ignored

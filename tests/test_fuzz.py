@@ -1,0 +1,79 @@
+"""Property-based fuzzing of the CLI boundary (issue 12): mutated scenarios and allocations
+(dropped, renamed, retyped fields, extreme numbers, random bytes) make every command either succeed
+with finite JSON output or fail with one line and exit 2 -- never a traceback (:mod:`spinlib.fuzz`).
+
+CI runs ``$SPINLIB_FUZZ_EXAMPLES`` examples per property (default 60); the long campaign,
+``benchmarks/fuzz_campaign.py``, runs the same properties with more and records the count.
+"""
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from spinlib import random_scenario
+from spinlib.fuzz import apply, check_outcome, mutations, run_cli
+from spinlib.presets import random_uldl_scenario
+
+EXAMPLES = int(os.environ.get("SPINLIB_FUZZ_EXAMPLES", "60"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+SCENARIOS = [json.loads(random_scenario(3, seed=1).to_json()),
+             json.loads(random_uldl_scenario(3, np.random.default_rng(2)).to_json())]
+POLICIES = ["homogeneous", "heterogeneous-sync", "heterogeneous-async", "uldl-optimal", "agnostic"]
+CASES = {"solve": 0, "evaluate": 0, "bytes": 0}  # examples run, per property (read by the campaign)
+
+
+def write(d, name, doc):
+    p = Path(d) / name
+    p.write_text(json.dumps(doc))
+    return p
+
+
+@FUZZ
+@given(which=st.integers(0, 1), muts=mutations(), policy=st.sampled_from(POLICIES))
+def test_solve_on_mutated_scenarios(which, muts, policy):
+    CASES["solve"] += 1
+    with tempfile.TemporaryDirectory() as d:
+        p = write(d, "s.json", apply(SCENARIOS[which], muts))
+        res = run_cli(["solve", str(p), "--policy", policy, "--L-max", "4", "--json"])
+    assert check_outcome(*res) is None, (muts, policy, check_outcome(*res))
+
+
+@FUZZ
+@given(which=st.integers(0, 1), muts=mutations(), target=st.sampled_from(["scenario", "allocation"]))
+def test_evaluate_on_mutated_inputs(which, muts, target):
+    CASES["evaluate"] += 1
+    s = SCENARIOS[which]
+    policy = "heterogeneous-sync" if which == 0 else "uldl-optimal"
+    with tempfile.TemporaryDirectory() as d:
+        rc, out, _, _ = run_cli(["solve", str(write(d, "s0.json", s)), "--policy", policy, "--L-max", "4", "--json"])
+        assert rc == 0
+        alloc = json.loads(out)
+        if target == "scenario":
+            s = apply(s, muts)
+        else:
+            alloc = apply(alloc, muts)
+        res = run_cli(["evaluate", str(write(d, "s.json", s)), "--allocation", str(write(d, "a.json", alloc)),
+                       "--json"])
+    assert check_outcome(*res) is None, (muts, target, check_outcome(*res))
+
+
+@FUZZ
+@given(blob=st.binary(max_size=300), cmd=st.sampled_from(["solve", "evaluate-scenario", "evaluate-allocation"]))
+def test_random_bytes_are_one_line_errors(blob, cmd):
+    CASES["bytes"] += 1
+    with tempfile.TemporaryDirectory() as d:
+        junk = Path(d) / "junk.json"
+        junk.write_bytes(blob)
+        good = write(d, "s.json", SCENARIOS[0])
+        if cmd == "solve":
+            argv = ["solve", str(junk), "--policy", "homogeneous", "--json"]
+        elif cmd == "evaluate-scenario":
+            argv = ["evaluate", str(junk), "--allocation", str(good), "--json"]
+        else:
+            argv = ["evaluate", str(good), "--allocation", str(junk), "--json"]
+        res = run_cli(argv)
+    assert check_outcome(*res) is None, (blob, cmd, check_outcome(*res))
