@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Reproduce every result of the companion, or run the test suite.
 #
-#   bash run_all.sh [--smoke] [--only NN] [--recompute]   execute notebooks/NN_*.ipynb with papermill
+#   bash run_all.sh [--smoke] [--only NN | --stale] [--recompute] [-p NAME VALUE ...]
+#                                     execute notebooks/NN_*.ipynb with papermill; --stale: only those
+#                                     whose inputs changed (spinlib.notebook); -p: papermill parameters,
+#                                     written to results/runs/<NN>-<key>/, never over the committed run
 #   bash run_all.sh test [pytest args...]                  bootstrap, then the whole pytest suite
 #
 # Bootstrap: uses the active virtualenv/conda env if spinlib's pinned dependencies are installed
@@ -11,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 ROOT=$(pwd)
 
-SMOKE=False; ONLY=""; RECOMPUTE=False; MODE=run
+SMOKE=False; ONLY=""; RECOMPUTE=False; MODE=run; STALE=False; PARAMS=()
 if [[ "${1:-}" == "test" ]]; then MODE=test; shift; fi
 if [[ $MODE == run ]]; then
   while [[ $# -gt 0 ]]; do
@@ -19,8 +22,13 @@ if [[ $MODE == run ]]; then
       --smoke) SMOKE=True ;;
       --only) ONLY="${2:?--only needs a notebook number, e.g. --only 03}"; shift ;;
       --recompute) RECOMPUTE=True ;;
-      -h|--help) sed -n 2,9p "$0"; exit 0 ;;
-      *) echo "run_all.sh: unknown option $1 (use --smoke, --only NN, --recompute, or 'test')" >&2; exit 2 ;;
+      --stale) STALE=True ;;
+      -p) [[ $# -ge 3 ]] || { echo "run_all.sh: -p needs NAME VALUE" >&2; exit 2; }
+          [[ "$2" =~ ^[A-Z_][A-Z0-9_]*$ ]] || { echo "run_all.sh: -p NAME must be a parameter name (upper case), got '$2'" >&2; exit 2; }
+          [[ "$2" != SMOKE && "$2" != RECOMPUTE ]] || { echo "run_all.sh: use --smoke / --recompute, not -p $2" >&2; exit 2; }
+          PARAMS+=(-p "$2" "$3"); shift 2 ;;
+      -h|--help) sed -n 2,12p "$0"; exit 0 ;;
+      *) echo "run_all.sh: unknown option $1 (use --smoke, --only NN, --stale, --recompute, -p NAME VALUE, or 'test')" >&2; exit 2 ;;
     esac
     shift
   done
@@ -51,19 +59,48 @@ else
   fi
 fi
 "$PY" -m ipykernel install --sys-prefix --name spinlib --display-name "Python (spinlib)" >/dev/null
-export MPLBACKEND=agg PYTHONHASHSEED=0 SPINLIB_NO_PROGRESS=1
+export PYTHONHASHSEED=0 SPINLIB_NO_PROGRESS=1
+
+# one torch-heavy run at a time on this checkout: two runs with 2 threads each on 2 cores make every
+# timing wrong and both runs several times slower. A second run_all.sh (notebooks or tests) waits.
+# Side by side on purpose: SPINLIB_NO_LOCK=1 (then give each run half the cores: OMP_NUM_THREADS=1).
+if [[ -z "${SPINLIB_RUN_LOCK_HELD:-}" && -z "${SPINLIB_NO_LOCK:-}" ]] && command -v flock >/dev/null; then
+  mkdir -p "$ROOT/.cache"
+  exec 9>"$ROOT/.cache/run_all.lock"
+  if ! flock -n 9; then
+    echo "run_all.sh: another run_all.sh is running on this checkout; waiting for it to finish (Ctrl-C to stop; SPINLIB_NO_LOCK=1 runs side by side)" >&2
+    flock 9
+  fi
+  export SPINLIB_RUN_LOCK_HELD=1  # the test suite's own run_all.sh calls do not wait for their parent
+fi
 
 if [[ $MODE == test ]]; then
+  export MPLBACKEND=agg
   exec "$PY" -m pytest "$@"
 fi
+# notebooks: matplotlib's inline backend (the kernel's default), so every figure is in the executed notebook
+unset MPLBACKEND
 
 # ---------------------------------------------------------------- notebooks
 if [[ $SMOKE == True ]]; then export SPINLIB_RESULTS="$ROOT/results/smoke"; fi
+if [[ ${#PARAMS[@]} -gt 0 ]]; then  # non-default parameters: their own folder, keyed by notebook and parameters
+  [[ -n "$ONLY" ]] || { echo "run_all.sh: -p needs --only NN (parameters are per notebook)" >&2; exit 2; }
+  key=$(printf '%s\n' "$ONLY" "$SMOKE" "${PARAMS[@]}" | sha256sum | cut -c1-12)
+  export SPINLIB_RESULTS="$ROOT/results/runs/${ONLY}-${key}"
+  echo "parameters ${PARAMS[*]}: results in $SPINLIB_RESULTS"
+fi
 OUTDIR="${SPINLIB_RESULTS:-$ROOT/results}"
 # what will run is known before anything under results/ changes
 shopt -s nullglob
 notebooks=(notebooks/[0-9][0-9]_*.ipynb)
 [[ -n "$ONLY" ]] && notebooks=(notebooks/${ONLY}_*.ipynb)
+if [[ $STALE == True ]]; then
+  [[ -z "$ONLY" ]] || { echo "run_all.sh: --stale and --only do not combine" >&2; exit 2; }
+  mapfile -t stale < <("$PY" -m spinlib.notebook stale)
+  [[ ${#stale[@]} -gt 0 ]] || { echo "run_all.sh: no notebook is stale"; exit 0; }
+  notebooks=(); for n in "${stale[@]}"; do notebooks+=(notebooks/${n}_*.ipynb); done
+  echo "stale: ${stale[*]}"
+fi
 [[ ${#notebooks[@]} -gt 0 ]] || { echo "run_all.sh: no notebook matches ${ONLY:-NN} (see notebooks/)" >&2; exit 2; }
 mkdir -p "$OUTDIR/executed" "$OUTDIR/figures"
 "$PY" - "$OUTDIR/ENVIRONMENT.txt" <<'PYEOF'
@@ -92,7 +129,7 @@ for nb in "${notebooks[@]}"; do
   start=$(date +%s)
   tmp="$OUTDIR/executed/.${name%.ipynb}.running.ipynb"
   if ! "$PY" -m papermill "$nb" "$tmp" -k spinlib --cwd notebooks \
-        -p SMOKE "$SMOKE" -p RECOMPUTE "$RECOMPUTE" --no-progress-bar --log-level WARNING \
+        -p SMOKE "$SMOKE" -p RECOMPUTE "$RECOMPUTE" "${PARAMS[@]}" --no-progress-bar --log-level WARNING \
         > "$OUTDIR/executed/${name%.ipynb}.log" 2>&1; then
     mv -f "$tmp" "$OUTDIR/executed/${name%.ipynb}.failed.ipynb" 2>/dev/null || true
     echo "FAILED  $name after $(( $(date +%s) - start )) s; the failing cell and error:" >&2
@@ -106,4 +143,6 @@ for nb in "${notebooks[@]}"; do
   printf '%-40s %5d s\n' "$name" $(( $(date +%s) - start ))
 done
 rm -f "$MARK"
+"$PY" -m spinlib.claims merge
+if [[ $SMOKE == False && ${#PARAMS[@]} -eq 0 ]]; then "$PY" -m spinlib.claims readme; fi
 echo "all notebooks done in $(( $(date +%s) - total_start )) s; outputs in $OUTDIR"

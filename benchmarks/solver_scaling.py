@@ -1,81 +1,105 @@
-"""Solve time vs number of users for every solver, against the CVXPY and exhaustive references.
+"""Solve time vs number of users for every solver, and our splits/solvers against their references.
 
-    .venv/bin/python benchmarks/solver_scaling.py [--quick]
+    .venv/bin/python benchmarks/solver_scaling.py [--quick] [--allow-busy] [--threads N] [--wait-quiet S]
 
-Writes results/benchmarks/solver_scaling.json and results/figures/bench_solver_scaling.{pdf,png}.
-Times are the best of ``repeats`` runs (wall clock, this machine, one process). The CVXPY
-references solve the *continuous* sub-problems only (bandwidth for fixed draft lengths): the
-synchronous one by bisection over CVXPY feasibility problems (as a user of a generic solver
-would), the asynchronous one as one convex program.
+Writes results/benchmarks/solver_scaling.json and results/figures/bench_solver_scaling.{pdf,png}
+(with ``--quick``: under results/smoke/). Conventions in ``benchmarks/bench_common.py``: absolute
+times are medians with quartiles; each comparison runs ours and the reference interleaved in one
+process and reports ``time(reference) / time(ours)`` with a 95 % bootstrap interval over the pairs
+(a win only when the interval lies above 1). Refuses to run on a busy machine unless ``--allow-busy``.
+
+Comparisons, per K (Llama-2 preset, T_acc = 50 ms, L = 3 for every user):
+
+* synchronous split (:func:`min_makespan_bandwidth`) vs :func:`min_makespan_cvxpy` (a bisection
+  over CVXPY feasibility problems, as a user of a generic solver would write it; K <= 100: at
+  K = 1,000 one solve takes minutes);
+* asynchronous split (:func:`async_optimal_bandwidth`) vs :func:`async_bandwidth_cvxpy` (one
+  convex program; K <= 1,000);
+* at K = 2..4, L_max = 8: ``heterogeneous-sync`` / ``-async`` vs exhaustive search.
+
+The CVXPY references' first call compiles the parametrised problem: its compile time is recorded
+apart (``cvxpy_compile_s``) and that call is the warm-up, not a sample.
 """
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import time
 
 import numpy as np
 
+from bench_common import Run, add_arguments, main_guard, ratio, ratio_record, timed, timing_record
 from spinlib import random_scenario, tokens_table
-from spinlib.cache import atomic_write_text
 from spinlib.control import solve
 from spinlib.control.bandwidth import async_optimal_bandwidth, min_makespan_bandwidth
 from spinlib.control.exhaustive import solve_exhaustive
 from spinlib.control.reference import async_bandwidth_cvxpy, min_makespan_cvxpy
-from spinlib.paths import RESULTS
+
+PRESET, T_ACC, L_FIXED, L_MAX_EX = "llama2-7b-l4", 0.05, 3, 8
+SYNC_CVXPY_MAX_K, ASYNC_CVXPY_MAX_K = 100, 1000
+POLICIES = ("homogeneous", "heterogeneous-sync", "heterogeneous-async")
 
 
-def best_time(fn, repeats):
-    best = np.inf
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
-def main(quick: bool) -> dict:
+def main(args) -> dict:
+    quick = args.quick
+    run = Run("solver_scaling", args, what="the solver benchmark")
     sizes = [10, 100, 1000] if quick else [10, 100, 1000, 3000, 10000]
+    # seconds of measurement per item (beyond its warm-up); at least 3 runs / pairs whatever it costs
+    budget = {"time": 0.5, "ratio": 1.0} if quick else {"time": 4.0, "ratio": 6.0}
     rows = []
     for K in sizes:
-        s = random_scenario(K, seed=K, preset="llama2-7b-l4", access_latency_s=0.05)
-        L = np.full(K, 3)
-        N = tokens_table(s, 3)[:, 3]
-        rep = 5 if K <= 1000 else 2
-        row = {"K": K}
-        for pol in ("homogeneous", "heterogeneous-sync", "heterogeneous-async"):
-            row[pol] = best_time(lambda: solve(s, pol), rep)
-        row["sync_split"] = best_time(lambda: min_makespan_bandwidth(s, L), rep)
-        row["async_split"] = best_time(lambda: async_optimal_bandwidth(s, L, N), rep)
-        # CVXPY references: the first call compiles the problem (recorded apart), the timed calls
-        # re-solve it; the bisection re-solves one feasibility problem ~20 times (K <= 100 only)
-        if K <= 100:
+        s = random_scenario(K, seed=K, preset=PRESET, access_latency_s=T_ACC)
+        L = np.full(K, L_FIXED)
+        N = tokens_table(s, L_FIXED)[:, L_FIXED]
+        times = {pol: timed(lambda: solve(s, pol), budget["time"]) for pol in POLICIES}
+        times["sync_split"] = timed(lambda: min_makespan_bandwidth(s, L), budget["time"])
+        times["async_split"] = timed(lambda: async_optimal_bandwidth(s, L, N), budget["time"])
+        row = {"K": K, "times": {k: timing_record(t) for k, t in times.items()},
+               "cvxpy_compile_s": {}, "comparisons": {}, "not_run": {}}
+        if K <= SYNC_CVXPY_MAX_K and not (quick and K > 10):
+            ref = lambda: min_makespan_cvxpy(s, L, rel_tol=1e-7)  # noqa: E731
+            t0 = time.perf_counter()  # the first call compiles (recorded apart) and is the warm-up
             info = min_makespan_cvxpy(s, L, rel_tol=1e-7, return_info=True)[1]
-            row["sync_split_cvxpy_compile"] = info.compile_s
-            row["sync_split_cvxpy"] = best_time(lambda: min_makespan_cvxpy(s, L, rel_tol=1e-7), 1)
-        if K <= 1000:
-            row["async_split_cvxpy_compile"] = async_bandwidth_cvxpy(s, L, N, return_info=True)[2].compile_s
-            row["async_split_cvxpy"] = best_time(lambda: async_bandwidth_cvxpy(s, L, N), 2)
+            probe = time.perf_counter() - t0 - info.compile_s
+            row["cvxpy_compile_s"]["sync_split_cvxpy"] = info.compile_s
+            r = ratio(lambda: min_makespan_bandwidth(s, L), ref, budget["ratio"], probe_b=probe)
+            row["comparisons"]["sync_split_vs_cvxpy"] = ratio_record(r, "sync_split", "min_makespan_cvxpy")
+        else:
+            row["not_run"]["sync_split_vs_cvxpy"] = (
+                "quick run" if K <= SYNC_CVXPY_MAX_K else
+                f"K > {SYNC_CVXPY_MAX_K}: the CVXPY bisection takes minutes per solve")
+        if K <= ASYNC_CVXPY_MAX_K:
+            t0 = time.perf_counter()
+            info = async_bandwidth_cvxpy(s, L, N, return_info=True)[2]
+            probe = time.perf_counter() - t0 - info.compile_s
+            row["cvxpy_compile_s"]["async_split_cvxpy"] = info.compile_s
+            r = ratio(lambda: async_optimal_bandwidth(s, L, N), lambda: async_bandwidth_cvxpy(s, L, N),
+                      budget["ratio"], probe_b=probe)
+            row["comparisons"]["async_split_vs_cvxpy"] = ratio_record(r, "async_split", "async_bandwidth_cvxpy")
+        else:
+            row["not_run"]["async_split_vs_cvxpy"] = f"K > {ASYNC_CVXPY_MAX_K}: the CVXPY program grows too slow"
         rows.append(row)
-        print({k: (f"{v * 1e3:.1f} ms" if k != "K" else v) for k, v in row.items()}, flush=True)
+        print(K, {k: f"{v['median_s'] * 1e3:.3g} ms (n={v['n']})" for k, v in row["times"].items()},
+              {k: f"{v['ratio']:.3g}x [{v['ci_low']:.3g}, {v['ci_high']:.3g}] n={v['pairs']}"
+               for k, v in row["comparisons"].items()}, flush=True)
     ex = []
-    for K in (2, 3, 4):
+    for K in ((2, 3) if quick else (2, 3, 4)):
         s = random_scenario(K, seed=K)
-        ex.append({"K": K, "L_max": 8,
-                   "exhaustive_sync": best_time(lambda: solve_exhaustive(s, 8, "sync"), 1),
-                   "exhaustive_async": best_time(lambda: solve_exhaustive(s, 8, "async"), 1),
-                   "heterogeneous-sync": best_time(lambda: solve(s, "heterogeneous-sync", L_max=8), 3),
-                   "heterogeneous-async": best_time(lambda: solve(s, "heterogeneous-async", L_max=8), 3)})
-        print(ex[-1], flush=True)
-    out = {"machine": platform.platform(), "processor": platform.processor(), "scaling": rows, "exhaustive": ex}
-    path = RESULTS / "benchmarks" / "solver_scaling.json"
-    atomic_write_text(path, json.dumps(out, indent=2) + "\n")
-    plot(out)
+        row = {"K": K, "L_max": L_MAX_EX, "comparisons": {}}
+        for model in ("sync", "async"):
+            pol = f"heterogeneous-{model}"
+            r = ratio(lambda: solve(s, pol, L_max=L_MAX_EX), lambda: solve_exhaustive(s, L_MAX_EX, model),
+                      budget["ratio"])
+            row["comparisons"][f"{pol}_vs_exhaustive"] = ratio_record(r, pol, f"exhaustive_{model}")
+        ex.append(row)
+        print(K, {k: f"{v['ratio']:.3g}x [{v['ci_low']:.3g}, {v['ci_high']:.3g}] n={v['pairs']}"
+                  for k, v in row["comparisons"].items()}, flush=True)
+    out = run.finish({"preset": PRESET, "access_latency_s": T_ACC, "L": L_FIXED,
+                      "budget_s": budget, "scaling": rows, "exhaustive": ex})
+    plot(out, run.out.parent / "figures" if quick else None)
     return out
 
 
-def plot(out):
+def plot(out, directory=None):
     import matplotlib
 
     matplotlib.use("agg")
@@ -86,16 +110,23 @@ def plot(out):
     set_style()
     fig, ax = plt.subplots()
     rows = out["scaling"]
-    for key, st in zip(["homogeneous", "heterogeneous-sync", "heterogeneous-async", "sync_split",
-                        "async_split", "sync_split_cvxpy", "async_split_cvxpy"], series_styles()):
-        pts = [(r["K"], r[key]) for r in rows if key in r]
-        ax.plot(*zip(*pts), label=key, **st)
-    ax.set(xscale="log", yscale="log", xlabel="number of users K", ylabel="solve time [s]")
+    series = [(k, lambda r, k=k: r["times"].get(k)) for k in (*POLICIES, "sync_split", "async_split")]
+    series += [(f"{k} (CVXPY)", lambda r, k=k: r["comparisons"].get(f"{k}_vs_cvxpy", {}).get("b"))
+               for k in ("sync_split", "async_split")]
+    for (label, get), st in zip(series, series_styles()):
+        pts = [(r["K"], get(r)) for r in rows if get(r)]
+        if not pts:
+            continue
+        K = np.array([p[0] for p in pts], float)
+        med = np.array([p[1]["median_s"] for p in pts])
+        err = np.array([[p[1]["median_s"] - p[1]["q25_s"], p[1]["q75_s"] - p[1]["median_s"]] for p in pts]).T
+        ax.errorbar(K, med, yerr=err, label=label, capsize=2, **st)
+    ax.set(xscale="log", yscale="log", xlabel="number of users K", ylabel="solve time [s] (median, quartiles)")
     ax.legend(fontsize=7)
-    save_figure(fig, "bench_solver_scaling")
+    save_figure(fig, "bench_solver_scaling", directory)
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser()
-    p.add_argument("--quick", action="store_true")
-    main(p.parse_args().quick)
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_arguments(p)
+    main_guard(lambda: main(p.parse_args()))

@@ -260,7 +260,8 @@ def cmd_measure(args) -> int:
         raise ValidationError(f"--max-new-tokens must be <= {MAX_NEW_TOKENS}, got {args.max_new_tokens}")
     _require_installed(args.pair)
     s = measure_pair(args.pair, args.task, n_prompts=args.prompts, max_new_tokens=args.max_new_tokens,
-                     seed=args.seed, recompute=args.recompute, progress=not args.json, out_dir=args.out_dir)
+                     seed=args.seed, recompute=args.recompute, progress=not args.json, out_dir=args.out_dir,
+                     threads=args.threads, allow_busy=args.allow_busy)
     out = {"pair": s["pair"], "task": s["task"], "timing": s["timing"]}
     for T, d in s["by_temperature"].items():
         out[f"T={T}"] = {"alpha": d["alpha"], "alpha_ci95": d["alpha_ci95"],
@@ -271,6 +272,9 @@ def cmd_measure(args) -> int:
     else:
         for T, d in s["by_temperature"].items():
             print(f"T={T}: alpha {d['alpha']:.3f} [{d['alpha_ci95'][0]:.3f}, {d['alpha_ci95'][1]:.3f}]")
+    if s["timing"].get("reliable") is False:
+        reason = s["timing"].get("load_before", {}).get("reason", "")
+        sys.stderr.write(f"spinlib: warning: the timings are marked unreliable (busy machine or a noisy fit: {reason})\n")
     return 0
 
 
@@ -357,6 +361,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--out-dir", type=Path, default=None,
                    help="folder of the raw JSONL and summary (default .cache/measurements, untracked; the committed "
                         "measurements are data/measurements)")
+    m.add_argument("--threads", type=_positive_int("--threads"), default=None,
+                   help="torch threads for the timings (default: all cores)")
+    m.add_argument("--allow-busy", action="store_true",
+                   help="record timings on a busy machine (marked reliable: false) instead of refusing")
     m.add_argument("--json", action="store_true")
     m.set_defaults(func=cmd_measure)
     return p

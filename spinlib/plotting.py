@@ -46,8 +46,12 @@ def series_styles():
         }
 
 
-def save_figure(fig, name: str, directory: Path | None = None) -> list[Path]:
-    """Save ``fig`` as ``<name>.pdf`` and ``<name>.png`` under ``results/figures`` (or ``directory``)."""
+def save_figure(fig, name: str, directory: Path | None = None) -> None:
+    """Save ``fig`` as ``<name>.pdf`` and ``<name>.png`` under ``results/figures`` (or ``directory``).
+
+    Returns nothing (a notebook cell ending in this call shows the figure, not a list of paths); the
+    figure is left open so that the inline backend displays it.
+    """
     directory = Path(directory or FIGURES)
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / f"{name}.{ext}" for ext in ("pdf", "png")]
@@ -61,7 +65,6 @@ def save_figure(fig, name: str, directory: Path | None = None) -> list[Path]:
         finally:
             if tmp.exists():
                 tmp.unlink()
-    return paths
 
 
 def plot_policies(ax, long_df, policies, *, x="x", y="goodput", labels=None, errorbar=("ci", 95),

@@ -36,9 +36,10 @@ def test_notebooks_are_stripped_with_a_parameters_cell():
         assert len(params) == 1, nb.name
         src = "".join(params[0]["source"])
         assert "SMOKE" in src and "SEED" in src, nb.name
-        # literals only: NAME = literal
+        # literals only, each documented: NAME = literal  # meaning [unit], range
         for line in src.strip().splitlines():
-            assert re.fullmatch(r"[A-Z_][A-Z0-9_]* = (True|False|-?[0-9.e]+|\"[^\"]*\"|'[^']*')", line.strip()), line
+            assert re.fullmatch(r"[A-Z_][A-Z0-9_]* = (True|False|-?[0-9.e]+|\"[^\"]*\"|'[^']*')\s+#\s[^=]{8,}",
+                                line.strip()), f"{nb.name}: undocumented or non-literal parameter line: {line}"
 
 
 def test_readme_names_the_two_commands_and_ci_calls_the_test_command():

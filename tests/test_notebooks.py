@@ -25,6 +25,8 @@ EXPECTED = {
                                                           "06_engine_bits_vs_model"]),
     "07_testbed_validation": (["07_testbed_validation"], ["07_agreement", "07_async_queueing", "07_iid_vs_profile",
                                                           "07_fading", "07_timeline"]),
+    "08_extending": (["08_extending"], ["08_user_policy_sweep", "08_alpha_spread_sweep", "08_acceptance_profile",
+                                        "08_explorer"]),
 }
 
 
@@ -48,7 +50,7 @@ def test_notebook_smoke(path, tmp_path, kernel, monkeypatch):
     import papermill as pm
 
     monkeypatch.setenv("SPINLIB_RESULTS", str(tmp_path))
-    monkeypatch.setenv("MPLBACKEND", "agg")
+    monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel's inline backend: figures in the outputs
     before = path.read_bytes()
     out = tmp_path / path.name
     pm.execute_notebook(str(path), str(out), parameters={"SMOKE": True}, kernel_name=kernel,
@@ -63,5 +65,15 @@ def test_notebook_smoke(path, tmp_path, kernel, monkeypatch):
             f = tmp_path / "figures" / f"{name}.{ext}"
             assert f.exists() and f.stat().st_size > 1000, f
     executed = json.loads(out.read_text())
-    errors = [o for c in executed["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    assert not errors
+    outputs = [o for c in executed["cells"] for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert len(images) >= len(figures), f"{len(images)} inline figures for {len(figures)} saved ones"
+    reprs = [t for o in outputs for t in [o.get("data", {}).get("text/plain", "")]
+             if "PosixPath(" in "".join(t) or "<Axes" in "".join(t) or "Claim(" in "".join(t)]
+    assert not reprs, reprs[:2]
+    # claims and provenance of the run
+    claims = json.loads((tmp_path / "claims" / f"{path.stem}.json").read_text())
+    assert isinstance(claims, list)
+    prov = json.loads((tmp_path / "provenance" / f"{path.stem}.json").read_text())
+    assert prov["parameters"]["SMOKE"] is True and f"notebooks/{path.name}" in prov["inputs"]

@@ -36,9 +36,15 @@ def _norm(tok: str) -> str:
 
 
 def vocabulary_map(draft_tok, target_tok) -> tuple[np.ndarray, np.ndarray]:
-    """``(draft_ids, target_ids)`` of the tokens whose normalised strings are identical (1:1)."""
+    """``(draft_ids, target_ids)`` of the tokens whose normalised strings are identical (1:1).
+
+    Several tokens can normalise to the same string (e.g. a byte-level and a sentencepiece space
+    marker); the *smallest id* wins on both sides. ``get_vocab()`` of a fast tokenizer is built from
+    a hash map whose order changes between processes, so any order-dependent choice here made the
+    cross-tokenizer acceptance (``alpha_intersection``) change from run to run (issue 17).
+    """
     t_index = {}
-    for s, i in target_tok.get_vocab().items():
+    for s, i in sorted(target_tok.get_vocab().items(), key=lambda kv: kv[1]):
         t_index.setdefault(_norm(s), i)
     d_ids, t_ids = [], []
     seen = set()

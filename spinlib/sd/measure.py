@@ -74,39 +74,67 @@ def bootstrap_alpha(betas: list[np.ndarray], seed: int = 0, confidence: float = 
 
 
 @torch.no_grad()
-def time_draft(draft, prompt_ids: list[int], n_tokens: int = 16, warmup: int = 3) -> float:
-    """Seconds per drafted token: cached single-token forwards after a prefill (warm-up excluded)."""
+def time_draft(draft, prompt_ids: list[int], n_tokens: int = 16, warmup: int = 3) -> dict:
+    """Seconds per drafted token: cached single-token forwards after a prefill (warm-up excluded).
+
+    Returns ``{"median_s", "q25_s", "q75_s", "n"}`` over the ``n_tokens`` timed forwards
+    (:func:`spinlib.timing` conventions: medians and quartiles, never the best).
+    """
+    from ..timing import timing_of
+
     lm = CachedLM(draft)
     logits = lm.feed(list(prompt_ids), keep=1)[-1]
     for _ in range(warmup):
         logits = lm.feed([int(torch.argmax(logits))], keep=1)[-1]
-    t = time.perf_counter()
+    out = []
     for _ in range(n_tokens):
+        t = time.perf_counter()
         logits = lm.feed([int(torch.argmax(logits))], keep=1)[-1]
-    return (time.perf_counter() - t) / n_tokens
+        out.append(time.perf_counter() - t)
+    return timing_of(out).to_dict()
+
+
+def fit_verification(sizes, seconds):
+    """Least squares ``T_ver(N) = t0 + t1 N`` with its residuals.
+
+    Returns ``(t0, t1, rms_residual_s, effect_s, ok)``: ``effect_s = t1 (N_max - N_min)`` is what the
+    slope explains across the sizes measured; the fit is ``ok`` only when the RMS residual is
+    smaller than that effect and both coefficients are >= 0 (else the timings were too noisy to
+    tell t1 apart, e.g. on a busy machine).
+    """
+    x = np.asarray(sizes, float)
+    y = np.asarray(seconds, float)
+    A = np.vstack([np.ones(len(x)), x]).T
+    (t0, t1), *_ = np.linalg.lstsq(A, y, rcond=None)
+    rms = float(np.sqrt(np.mean((A @ np.array([t0, t1]) - y) ** 2)))
+    effect = float(t1 * (x.max() - x.min()))
+    return float(t0), float(t1), rms, effect, bool(t0 >= 0 and t1 >= 0 and rms < effect)
 
 
 @torch.no_grad()
-def time_verification(target, prompt_ids: list[int], sizes=(1, 2, 4, 8, 16), repeats: int = 3):
-    """Seconds of one cached target pass over N positions, for each N; returns (sizes, seconds, t0, t1)."""
+def time_verification(target, prompt_ids: list[int], sizes=(1, 2, 4, 8, 16), repeats: int = 5):
+    """Median seconds of one cached target pass over N positions, for each N (sizes interleaved in
+    every repeat, so that a load change hits all sizes); returns ``(sizes, seconds, t0, t1, fit)``
+    with ``fit`` the dict of :func:`fit_verification` and the quartiles per size."""
     lm = CachedLM(target)
     lm.feed(list(prompt_ids), keep=1)
     base = len(lm)
-    secs = []
     filler = int(prompt_ids[-1])
     lm.feed([filler] * max(sizes))  # warm-up
     lm.crop(base)
-    for n in sizes:
-        best = np.inf
-        for _ in range(repeats):
+    samples = {n: [] for n in sizes}
+    for _ in range(repeats):
+        for n in sizes:
             t = time.perf_counter()
             lm.feed([filler] * n)
-            best = min(best, time.perf_counter() - t)
+            samples[n].append(time.perf_counter() - t)
             lm.crop(base)
-        secs.append(best)
-    A = np.vstack([np.ones(len(sizes)), np.asarray(sizes, float)]).T
-    (t0, t1), *_ = np.linalg.lstsq(A, np.asarray(secs), rcond=None)
-    return list(sizes), secs, float(t0), float(t1)
+    secs = [float(np.median(samples[n])) for n in sizes]
+    t0, t1, rms, effect, ok = fit_verification(sizes, secs)
+    fit = {"rms_residual_s": rms, "effect_s": effect, "ok": ok,
+           "q25_s": [float(np.quantile(samples[n], 0.25)) for n in sizes],
+           "q75_s": [float(np.quantile(samples[n], 0.75)) for n in sizes]}
+    return list(sizes), secs, t0, t1, fit
 
 
 # ----------------------------------------------------------------------------------------------
@@ -200,12 +228,16 @@ def read_summary(path):
 
 def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: int, seed: int = 0,
                  temperatures=(0.0, 1.0), L_values=tuple(range(1, 9)), engine_prompts: int = 2,
-                 recompute: bool = False, out_dir=None, progress: bool = True) -> dict:
+                 recompute: bool = False, out_dir=None, progress: bool = True, threads: int | None = None,
+                 allow_busy: bool = False) -> dict:
     """Measure a pair on one task (Spec-Bench group or HumanEval); returns the summary (also written next to the JSONL).
 
     Per prompt and temperature: teacher-forced ``beta_t`` (one JSONL line each). On the first
     ``engine_prompts`` prompts: real engine runs at every L in ``L_values`` (greedy and T = 1),
-    recording mean tokens per round. Then timings. Rerunning with the same config reuses the
+    recording mean tokens per round. Then timings (:mod:`spinlib.timing`): torch's threads set to
+    ``threads`` (default all cores), refused on a busy machine unless ``allow_busy`` (then recorded
+    with ``reliable = False``), medians and quartiles, the verification fit with its residuals
+    (refused when they exceed the effect it estimates). Rerunning with the same config reuses the
     finished lines (resumable); ``recompute`` starts over.
     """
     import json
@@ -219,6 +251,7 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     from ..cache import atomic_write_text, config_key
     from ..scenario import Payload
     from .engine import mean_tokens_per_round, speculative_generate
+    from ..timing import load_check, require_quiet, set_threads
     from .models import PACKAGED, get_pair, load_pair
     from .prompts import encode, load_prompts
 
@@ -286,10 +319,23 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
             "tokens_per_round_engine": eng,
         }
     probe = encode(tok, prompts[0]["prompt"], spec.chat)
-    sizes, secs, t0, t1 = time_verification(target, probe)
-    summary["timing"] = {"draft_s_per_token": time_draft(draft, probe), "target_s_per_token": time_draft(target, probe),
+    threads = set_threads(threads)
+    load = require_quiet(threads, allow_busy, what="the timing part of this measurement")
+    sizes, secs, t0, t1, fit = time_verification(target, probe)
+    draft_t, target_t = time_draft(draft, probe), time_draft(target, probe)
+    load_after = load_check(threads)
+    summary["timing"] = {"draft_s_per_token": draft_t["median_s"], "target_s_per_token": target_t["median_s"],
+                         "draft_spread": draft_t, "target_spread": target_t,
                          "verify_sizes": sizes, "verify_s": secs, "verify_t0_s": t0, "verify_t1_s": t1,
-                         "threads": torch.get_num_threads(), "machine": platform.processor() or platform.machine()}
+                         "verify_fit": fit, "threads": threads, "load_before": load.to_dict(),
+                         "load_after": load_after.to_dict(), "reliable": bool(load.reliable and load_after.reliable
+                                                                              and fit["ok"]),
+                         "machine": platform.processor() or platform.machine()}
+    if not fit["ok"] and not allow_busy:
+        raise ValidationError(
+            f"verification-time fit refused: residual {fit['rms_residual_s'] * 1e3:.2f} ms RMS is not below the "
+            f"effect of t1 across the sizes ({fit['effect_s'] * 1e3:.2f} ms) -- the timings are noise "
+            "(busy machine?); rerun, or pass --allow-busy to keep them marked unreliable")
     atomic_write_text(summ, json.dumps(summary, indent=2) + "\n")
     return summary
 

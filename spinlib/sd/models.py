@@ -174,7 +174,11 @@ def load_target(model: str):
     """``(model, tokenizer)`` in float32 eval mode; cached as safetensors after the first load."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    if os.environ.get("SPINLIB_NO_PROGRESS"):  # quiet under papermill: no loader bars in committed outputs
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
     if model not in PACKAGED:
         raise ValidationError(f"model must be one of {sorted(PACKAGED)}, got {model!r}")
     if model in _LOADED:

@@ -1,0 +1,270 @@
+"""The README's speed section, generated from the benchmark JSONs (issue 16).
+
+    .venv/bin/python benchmarks/speed_table.py [--check] [--readme README.md] [--results results/benchmarks]
+
+Reads ``solver_scaling.json``, ``engine_throughput.json`` and ``emulator_speed.json`` (written by
+the scripts of the same names) and writes the Markdown between ``<!-- speed:begin -->`` and
+``<!-- speed:end -->`` in the README (atomically): every comparison as ``ratio [interval]`` with
+its verdict, absolute times as medians with quartiles, and the conditions of each run (machine,
+cores, threads, whether the load checks found it reliable). A comparison is called faster or
+slower only when its stored interval excludes 1 (:meth:`spinlib.timing.Ratio.verdict` on the
+stored ``ci_low`` / ``ci_high``; the ``verdict`` string in the JSON is not trusted).
+
+``--check`` writes nothing and exits 1 when the README's section differs from the generated one;
+exit 2 when the markers or a JSON are missing or malformed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from spinlib.cache import atomic_write_text
+from spinlib.paths import RESULTS, ROOT
+from spinlib.scenario import ValidationError
+from spinlib.timing import Ratio, Timing
+
+BEGIN, END = "<!-- speed:begin -->", "<!-- speed:end -->"
+SCHEMA = "spinlib-speed/1"
+BENCHMARKS = ("solver_scaling", "engine_throughput", "emulator_speed")
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+def load(results_dir: Path) -> dict:
+    """``{name: document}`` of the three benchmark JSONs (refusing a missing or old-format one)."""
+    docs = {}
+    for name in BENCHMARKS:
+        path = Path(results_dir) / f"{name}.json"
+        if not path.is_file():
+            raise ValidationError(f"{path} is missing: run python benchmarks/{name}.py")
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ValidationError(f"{path} is not valid JSON ({e})") from None
+        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+            raise ValidationError(f"{path} was not written by the current benchmark (schema "
+                                  f"{doc.get('schema') if isinstance(doc, dict) else None!r}, expected {SCHEMA!r}): "
+                                  f"rerun python benchmarks/{name}.py")
+        docs[name] = doc
+    return docs
+
+
+def as_ratio(rec: dict) -> Ratio:
+    """A stored comparison as a :class:`~spinlib.timing.Ratio` (verdict recomputed from its interval)."""
+    def timing(t):
+        return Timing(t["median_s"], t["q25_s"], t["q75_s"], t["n"], ())
+    try:
+        return Ratio(float(rec["ratio"]), float(rec["ci_low"]), float(rec["ci_high"]), float(rec["confidence"]),
+                     timing(rec["a"]), timing(rec["b"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValidationError(f"malformed comparison record ({e!r}): {str(rec)[:120]}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# formatting
+
+
+def num(x: float) -> str:
+    """Two to three significant digits, never in exponent notation."""
+    ax = abs(x)
+    if ax >= 100:
+        return f"{x:,.0f}"
+    if ax >= 10:
+        return f"{x:.1f}"
+    if ax >= 1:
+        return f"{x:.2f}"
+    if ax == 0:
+        return "0"
+    return f"{x:#.2g}" if ax >= 1e-3 else f"{x:.1e}"
+
+
+def ratio_cell(rec: dict, win: str = "faster", loss: str = "slower", none: str = "no difference shown") -> str:
+    """``ratio [low, high] (n pairs): verdict``; the verdict is ``win``/``loss`` only when the
+    interval excludes 1."""
+    r = as_ratio(rec)
+    verdict = {"faster": f"**{win}**", "slower": f"**{loss}**"}.get(r.verdict(), none)
+    return f"{num(r.ratio)}x [{num(r.ci_low)}, {num(r.ci_high)}] (n = {r.a.n}): {verdict}"
+
+
+def spread(t: dict, scale: float = 1.0) -> str:
+    """``median (q25-q75)`` of a stored timing, times ``scale``."""
+    return f"{num(t['median_s'] * scale)} ({num(t['q25_s'] * scale)}-{num(t['q75_s'] * scale)})"
+
+
+def _esc(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def conditions(doc: dict) -> str:
+    """One line: machine, cores, threads, date, the load checks' verdict, a quick run flagged."""
+    load = "reliable (quiet before, during and after)" if doc.get("reliable") else \
+        f"**unreliable**: {_esc(doc.get('reliability', 'no load check recorded'))}"
+    during = doc.get("load_during", {})
+    other = f", other processes {num(during['other_cores'])} cores during the run" if "other_cores" in during else ""
+    quick = "**quick run (small sizes, not the benchmark)**; " if doc.get("quick") else ""
+    return (f"Conditions: {quick}{_esc(doc.get('processor', '?'))}, {doc.get('cores', '?')} cores, "
+            f"{doc.get('threads', '?')} torch threads, Python {doc.get('python', '?')}, {doc.get('date', '?')}{other}; "
+            f"load: {load}.")
+
+
+def _k(K: int) -> str:
+    return f"{K:,}"
+
+
+# ---------------------------------------------------------------------------------------------
+# sections
+
+
+def solver_section(doc: dict) -> list[str]:
+    out = ["### Solvers vs their references (`benchmarks/solver_scaling.py`)", "",
+           conditions(doc), "",
+           f"Preset {doc['preset']}, T_acc = {doc['access_latency_s'] * 1e3:g} ms, L = {doc['L']} for every user "
+           "in the splits. Ratio = time(reference) / time(ours), interleaved pairs, "
+           f"{doc['confidence'] * 100:g} % bootstrap interval; \"faster\" only when the interval lies above 1.", "",
+           "| K | sync split vs CVXPY bisection | async split vs CVXPY | CVXPY compile, sync / async [s] |",
+           "|---|---|---|---|"]
+    for row in doc["scaling"]:
+        cells = []
+        for key in ("sync_split_vs_cvxpy", "async_split_vs_cvxpy"):
+            rec = row["comparisons"].get(key)
+            cells.append(ratio_cell(rec, "ours faster", "ours slower") if rec else
+                         f"not run ({_esc(row.get('not_run', {}).get(key, ''))})")
+        comp = row.get("cvxpy_compile_s", {})
+        compile_ = " / ".join(num(comp[k]) if k in comp else "-" for k in ("sync_split_cvxpy", "async_split_cvxpy"))
+        out.append(f"| {_k(row['K'])} | {cells[0]} | {cells[1]} | {compile_} |")
+    cols = [("homogeneous", "homogeneous"), ("heterogeneous-sync", "heterogeneous-sync"),
+            ("heterogeneous-async", "heterogeneous-async"), ("sync_split", "sync split"),
+            ("async_split", "async split")]
+    out += ["", "Solve times, ms: median (quartiles); CVXPY from the interleaved comparisons.", "",
+            "| K | " + " | ".join(c[1] for c in cols) + " | sync split, CVXPY | async split, CVXPY |",
+            "|---" * (len(cols) + 3) + "|"]
+    for row in doc["scaling"]:
+        cells = [spread(row["times"][k], 1e3) if k in row["times"] else "-" for k, _ in cols]
+        for key in ("sync_split_vs_cvxpy", "async_split_vs_cvxpy"):
+            rec = row["comparisons"].get(key)
+            cells.append(spread(rec["b"], 1e3) if rec else "-")
+        out.append(f"| {_k(row['K'])} | " + " | ".join(cells) + " |")
+    if doc.get("exhaustive"):
+        out += ["", "Heterogeneous solvers vs exhaustive search (ratio = time(exhaustive) / time(ours)):", "",
+                "| K | L_max | heterogeneous-sync vs exhaustive | heterogeneous-async vs exhaustive |",
+                "|---|---|---|---|"]
+        for row in doc["exhaustive"]:
+            cells = [ratio_cell(row["comparisons"][f"heterogeneous-{m}_vs_exhaustive"], "ours faster", "ours slower")
+                     for m in ("sync", "async")]
+            out.append(f"| {row['K']} | {row['L_max']} | {cells[0]} | {cells[1]} |")
+    return out
+
+
+ENGINE_ROWS = (  # (key, label, win, loss, none)
+    ("speculative_ours_vs_assisted_hf", "our speculative engine vs Hugging Face assisted generation",
+     "ours faster", "ours slower", "no difference shown"),
+    ("speculative_ours_vs_plain_ours", "our speculative engine vs plain decoding (ours)",
+     "speculation faster", "speculation slower", "no difference shown"),
+    ("assisted_hf_vs_plain_hf", "Hugging Face assisted generation vs plain decoding (HF)",
+     "speculation faster", "speculation slower", "no difference shown"),
+    ("plain_ours_vs_plain_hf", "plain decoding: ours vs Hugging Face",
+     "ours faster", "ours slower", "no difference shown"),
+    ("teacher_forced_cost_in_plain_decodes", "teacher-forced measurement: its cost in plain decodes (ours)",
+     "costs more than one decode", "costs less than one decode", "no difference from one decode shown"),
+)
+ENGINE_CONFIGS = (("plain_ours", "plain decoding, ours"), ("plain_hf", "plain decoding, Hugging Face"),
+                  ("speculative_ours", "speculative, ours"), ("assisted_hf", "assisted generation, Hugging Face"),
+                  ("teacher_forced", "teacher-forced measurement (T = 1)"))
+
+
+def engine_section(doc: dict) -> list[str]:
+    out = ["### Engine vs Hugging Face and plain decoding (`benchmarks/engine_throughput.py`)", "",
+           conditions(doc), "",
+           f"Pair {doc['pair']}, L = {doc['L']}, greedy, {doc['prompts']} Spec-Bench prompts x {doc['rounds']} rounds, "
+           f"up to {doc['max_new_tokens']} new tokens; outputs identical to plain greedy decoding: "
+           f"{'yes' if doc['outputs_identical'] else '**no**'}. A sample is the time per generated token of one "
+           "(round, prompt) run; the five configurations run interleaved. Ratio = time(second) / time(first) per "
+           f"token, {doc['confidence'] * 100:g} % bootstrap interval over the pairs.", "",
+           "| comparison | ratio [interval] (pairs): verdict |", "|---|---|"]
+    for key, label, win, loss, none in ENGINE_ROWS:
+        rec = doc["comparisons"].get(key)
+        if rec:
+            out.append(f"| {label} | {ratio_cell(rec, win, loss, none)} |")
+    out += ["", "| configuration | tokens/s: median (quartiles) |", "|---|---|"]
+    for key, label in ENGINE_CONFIGS:
+        c = doc["configs"].get(key)
+        if c:
+            t = c["tokens_per_s"]
+            out.append(f"| {label} | {num(t['median'])} ({num(t['q25'])}-{num(t['q75'])}) |")
+    return out
+
+
+def emulator_section(doc: dict) -> list[str]:
+    out = ["### Testbed fast mode vs the closed-form analysis (`benchmarks/emulator_speed.py`)", "",
+           conditions(doc), "",
+           "Emulation (`spinlib.emulator.emulate`) and the closed-form evaluation of the same allocation "
+           "(`spinlib.rounds.evaluate`) interleaved; ratio = time(emulate) / time(evaluate): what one emulation "
+           f"costs in analyses, {doc['confidence'] * 100:g} % bootstrap interval.", "",
+           "| users x rounds | case | emulate [s]: median (quartiles) | million user-rounds per s "
+           "| emulation cost in analyses |",
+           "|---|---|---|---|---|"]
+    for row in doc["rows"]:
+        rec = row["emulate_vs_evaluate"]
+        cell = ratio_cell(rec, "analysis faster", "analysis slower")
+        out.append(f"| {_k(row['K'])} x {_k(row['rounds'])} | {_esc(row['case'])} | {spread(rec['b'])} | "
+                   f"{num(row['user_rounds_per_s'] / 1e6)} | {cell} |")
+    return out
+
+
+def section(results_dir: Path) -> str:
+    """The generated Markdown (what goes between the markers)."""
+    docs = load(results_dir)
+    try:
+        parts = [solver_section(docs["solver_scaling"]), engine_section(docs["engine_throughput"]),
+                 emulator_section(docs["emulator_speed"])]
+    except (KeyError, TypeError) as e:
+        raise ValidationError(f"a benchmark JSON lacks a field ({e!r}): rerun the benchmarks") from None
+    head = ["Generated by `python benchmarks/speed_table.py` from `results/benchmarks/*.json` (do not edit by "
+            "hand). Wall-clock times on the machine named in each run's conditions; absolute figures are medians "
+            "(quartiles), comparisons are ratios with a bootstrap interval over interleaved pairs, and a "
+            "comparison is called faster or slower only when its interval excludes 1."]
+    return "\n".join(head + [""] + [line for p in parts for line in (*p, "")]).rstrip("\n") + "\n"
+
+
+def replace_section(text: str, generated: str, name: str = "README.md") -> str:
+    """``text`` with what lies between the markers replaced by ``generated``."""
+    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
+        raise ValidationError(f"{name}: needs exactly one {BEGIN} followed by one {END}")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return head + BEGIN + "\n" + generated + END + tail
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="benchmarks/speed_table.py", description=__doc__.split("\n")[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 when the README's section differs; write nothing")
+    ap.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    ap.add_argument("--results", type=Path, default=RESULTS / "benchmarks", help="folder of the benchmark JSONs")
+    args = ap.parse_args(argv)
+    try:
+        text = args.readme.read_text(encoding="utf-8")
+        new = replace_section(text, section(args.results), str(args.readme))
+    except (OSError, ValidationError) as e:
+        print(f"speed_table: error: {e}", file=sys.stderr)
+        return 2
+    if args.check:
+        if new != text:
+            print(f"{args.readme}: the speed section differs from {args.results}: run python benchmarks/speed_table.py",
+                  file=sys.stderr)
+            return 1
+        print(f"{args.readme}: speed section up to date")
+        return 0
+    if new != text:
+        atomic_write_text(args.readme, new)
+        print(f"{args.readme}: speed section regenerated from {args.results}")
+    else:
+        print(f"{args.readme}: speed section already up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

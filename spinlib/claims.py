@@ -1,0 +1,216 @@
+"""Claims as code: every number or property stated in a notebook is rendered from computed values.
+
+A claim is a sentence template, the values that fill it, the condition the sentence asserts
+(``holds``), the range it speaks of (``scope``) and the paper's figure where there is one::
+
+    claim("het_gain_over_agnostic",
+          "heterogeneous lengths gain {mean:.0%} on average and up to {max:.0%} over the agnostic baseline",
+          mean=g.mean(), max=g.max(), holds=bool((g >= -1e-9).all()),
+          scope="6 sweeps x 20 seeds, Llama-2 preset", paper="up to +88 % (paper 1, abstract)")
+
+:func:`claim` displays the sentence in the notebook (Markdown; "does not hold here" when
+``holds`` is False, with ``where`` saying where it does when it holds in part) and records it;
+each record is written at once to ``<results>/claims/<notebook>.json`` (atomically), the notebook
+being named by :func:`begin`. :func:`merge` joins every notebook's file into
+``results/claims.json``; :func:`readme_table` renders the README's results table from it (the
+rows between ``<!-- claims:begin -->`` and ``<!-- claims:end -->``; a test regenerates and compares).
+
+Values are numbers (or short strings); wall-clock times are not claims (they are measurements of
+the machine: ``benchmarks/``).
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .cache import atomic_write_text, json_default
+from .scenario import ValidationError
+
+BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
+_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One stated result: ``sentence`` is ``template`` filled with ``values``."""
+
+    id: str
+    notebook: str
+    sentence: str
+    values: dict
+    holds: bool
+    scope: str = ""
+    paper: str | None = None
+    where: str | None = None  # where a partly-holding claim holds (computed)
+    readme: bool = True  # a row of the README's results table
+    template: str = field(default="", repr=False)
+
+    def markdown(self) -> str:
+        mark = "" if self.holds else "**does not hold here:** "
+        text = f"{mark}{self.sentence}"
+        if self.where:
+            text += f" (holds {self.where})"
+        extra = []
+        if self.scope:
+            extra.append(self.scope)
+        if self.paper:
+            extra.append(f"paper: {self.paper}")
+        if extra:
+            text += f" <small>[{'; '.join(extra)}]</small>"
+        return text
+
+
+_STATE: dict = {"notebook": None, "claims": {}, "directory": None}
+
+
+def begin(notebook: str, directory: Path | None = None) -> None:
+    """Name the notebook whose claims follow (its claims file starts empty)."""
+    from .paths import RESULTS
+
+    _STATE["notebook"] = notebook
+    _STATE["claims"] = {}
+    _STATE["directory"] = Path(directory or RESULTS / "claims")
+    _write()
+
+
+def _finite(name: str, v):
+    if isinstance(v, bool) or isinstance(v, str):
+        return v
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise ValidationError(f"claim value {name!r} must be a number, a bool or a string, got {v!r}") from None
+    if not math.isfinite(x):
+        raise ValidationError(f"claim value {name!r} is not finite ({x}): a stated number must be computed")
+    return int(v) if isinstance(v, int) or (hasattr(v, "dtype") and "int" in str(v.dtype)) else x
+
+
+def claim(id: str, template: str, *, holds: bool, scope: str = "", paper: str | None = None,
+          where: str | None = None, readme: bool = True, display: bool = True, **values) -> Claim:
+    """Render, display and record one claim (module docstring). Returns the :class:`Claim`."""
+    if _STATE["notebook"] is None:
+        raise ValidationError("claims.begin(notebook) must be called before claim()")
+    if not _ID.match(id):
+        raise ValidationError(f"claim id must match {_ID.pattern}, got {id!r}")
+    if id in _STATE["claims"]:
+        raise ValidationError(f"claim id {id!r} stated twice in {_STATE['notebook']}")
+    vals = {k: _finite(k, v) for k, v in values.items()}
+    try:
+        sentence = template.format(**vals)
+    except (KeyError, IndexError, ValueError) as e:
+        raise ValidationError(f"claim {id!r}: template does not fit its values ({e})") from None
+    c = Claim(id=id, notebook=_STATE["notebook"], sentence=sentence, values=vals, holds=bool(holds),
+              scope=scope, paper=paper, where=where, readme=readme, template=template)
+    _STATE["claims"][id] = c
+    _write()
+    if display:
+        shell = None
+        try:
+            from IPython import get_ipython
+            shell = get_ipython()
+        except ImportError:
+            pass
+        if shell is not None and shell.__class__.__name__ == "ZMQInteractiveShell":
+            from IPython.display import Markdown, display as show
+            show(Markdown(c.markdown()))
+        else:  # a plain interpreter: the sentence as text
+            print(c.markdown())
+    return c
+
+
+def _write() -> None:
+    d = _STATE["directory"]
+    records = [asdict(c) for c in _STATE["claims"].values()]
+    atomic_write_text(d / f"{_STATE['notebook']}.json",
+                      json.dumps(records, indent=1, default=json_default, sort_keys=True) + "\n")
+
+
+def load(path: Path) -> list[dict]:
+    """Claims of a file (a list of records), checked: one line naming the file when malformed."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValidationError(f"{path}: not a readable claims file ({type(e).__name__})") from None
+    if not isinstance(data, list) or not all(isinstance(r, dict) and {"id", "sentence", "holds", "notebook"} <= set(r)
+                                             for r in data):
+        raise ValidationError(f"{path}: must be a list of claim records with id, notebook, sentence, holds")
+    return data
+
+
+def merge(directory: Path | None = None, out: Path | None = None, commit: str | None = None) -> Path:
+    """Join ``<results>/claims/*.json`` into ``<results>/claims.json`` (sorted by notebook, then order)."""
+    from .paths import RESULTS
+
+    directory = Path(directory or RESULTS / "claims")
+    out = Path(out or directory.parent / "claims.json")
+    records = []
+    for f in sorted(directory.glob("*.json")):
+        records += load(f)
+    doc = {"commit": commit, "claims": records}
+    atomic_write_text(out, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return out
+
+
+def readme_table(claims_json: Path) -> str:
+    """The README's results table (Markdown) from ``results/claims.json``."""
+    doc = json.loads(Path(claims_json).read_text(encoding="utf-8"))
+    rows = ["| result (computed by the run) | holds | notebook |", "|---|---|---|"]
+    for r in doc["claims"]:
+        if not r.get("readme", True):
+            continue
+        text = r["sentence"] + (f" (holds {r['where']})" if r.get("where") else "")
+        if r.get("scope"):
+            text += f"; {r['scope']}"
+        if r.get("paper"):
+            text += f"; paper: {r['paper']}"
+        text = text.replace("|", "\\|").replace("\n", " ")
+        rows.append(f"| {text} | {'yes' if r['holds'] else '**no**'} | {r['notebook'][:2]} |")
+    return "\n".join(rows) + "\n"
+
+
+def replace_readme_table(readme: Path, claims_json: Path) -> str:
+    """README text with the rows between the markers regenerated (returns the new text)."""
+    text = Path(readme).read_text(encoding="utf-8")
+    if BEGIN not in text or END not in text:
+        raise ValidationError(f"{readme}: the markers {BEGIN} and {END} are missing")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return head + BEGIN + "\n" + readme_table(claims_json) + END + tail
+
+
+def main(argv=None) -> int:
+    """``python -m spinlib.claims merge|readme|check``: merge the run's claims; write or check the README table."""
+    import argparse
+    import subprocess
+
+    from .paths import RESULTS, ROOT
+
+    ap = argparse.ArgumentParser(prog="python -m spinlib.claims")
+    ap.add_argument("action", choices=("merge", "readme", "check"))
+    args = ap.parse_args(argv)
+    claims_json = RESULTS / "claims.json"
+    readme = ROOT / "README.md"
+    try:
+        if args.action == "merge":
+            commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                    cwd=ROOT).stdout.strip() or None
+            print("wrote", merge(commit=commit))
+            return 0
+        new = replace_readme_table(readme, claims_json)
+        if args.action == "readme":
+            atomic_write_text(readme, new)
+            print("README results table regenerated from", claims_json)
+        elif new != readme.read_text(encoding="utf-8"):
+            print("README results table differs from results/claims.json: run python -m spinlib.claims readme")
+            return 1
+    except ValidationError as e:
+        print(f"spinlib.claims: error: {e}")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

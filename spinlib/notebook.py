@@ -1,0 +1,114 @@
+"""What every numbered notebook calls first and last: claims and provenance.
+
+    from spinlib.notebook import start, finish
+    start("03_heterogeneous_draft_control", SEED=SEED, SMOKE=SMOKE, ...)   # parameters cell values
+    ...
+    finish()
+
+:func:`start` names the notebook for :mod:`spinlib.claims` and starts recording every file the
+process opens under ``data/`` (a Python audit hook). :func:`finish` writes
+``<results>/provenance/<notebook>.json``: the commit and whether the sources had uncommitted
+changes, the parameters, and the sha256 of the notebook's source, of every ``spinlib`` module
+imported and of every data file read. :func:`stale` compares such a record with the files of
+the work tree: ``bash run_all.sh --stale`` re-runs the stale notebooks and a test fails on a
+committed executed notebook that is stale or was produced from uncommitted changes.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from . import claims
+from .cache import atomic_write_text, json_default
+from .paths import DATA, RESULTS, ROOT
+
+_READ: set = set()
+_STATE: dict = {"name": None, "params": None, "hook": False}
+
+
+def _sha(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _audit(event, args):
+    if event == "open" and args and isinstance(args[0], (str, Path)):
+        try:
+            p = Path(args[0]).resolve()
+        except (OSError, ValueError):
+            return
+        if p.is_relative_to(DATA.resolve()) and p.is_file():
+            _READ.add(p)
+
+
+def start(name: str, **params) -> None:
+    """Begin a notebook run: claims go to ``<results>/claims/<name>.json``; data reads are recorded."""
+    _STATE["name"], _STATE["params"] = name, params
+    _READ.clear()
+    if not _STATE["hook"]:
+        sys.addaudithook(_audit)
+        _STATE["hook"] = True
+    claims.begin(name)
+
+
+def _git(*args) -> str:
+    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+
+
+def inputs_of(name: str) -> dict:
+    """sha256 of the notebook source, of the spinlib modules now imported and of the data files read."""
+    files = {f"notebooks/{name}.ipynb": ROOT / "notebooks" / f"{name}.ipynb"}
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None)
+        if f and Path(f).resolve().is_relative_to((ROOT / "spinlib").resolve()):
+            files[Path(f).resolve().relative_to(ROOT.resolve()).as_posix()] = Path(f)
+    for p in _READ:
+        files[p.relative_to(ROOT.resolve()).as_posix()] = p
+    return {k: _sha(v) for k, v in sorted(files.items()) if v.is_file()}
+
+
+def finish() -> Path:
+    """Write the provenance record of this run (module docstring); returns its path."""
+    name = _STATE["name"]
+    if name is None:
+        raise RuntimeError("spinlib.notebook.start() was not called")
+    dirty = _git("status", "--porcelain", "--", "spinlib", "notebooks", "data")
+    rec = {"notebook": name, "commit": _git("rev-parse", "HEAD") or None, "uncommitted_changes": bool(dirty),
+           "parameters": _STATE["params"], "inputs": inputs_of(name)}
+    path = RESULTS / "provenance" / f"{name}.json"
+    atomic_write_text(path, json.dumps(rec, indent=1, sort_keys=True, default=json_default) + "\n")
+    return path
+
+
+def stale(record_path: Path) -> list[str]:
+    """The inputs of a provenance record whose files now differ (or are gone); empty when current."""
+    rec = json.loads(Path(record_path).read_text(encoding="utf-8"))
+    out = []
+    for rel, digest in rec["inputs"].items():
+        f = ROOT / rel
+        if not f.is_file() or _sha(f) != digest:
+            out.append(rel)
+    return out
+
+
+def main(argv=None) -> int:
+    """``python -m spinlib.notebook stale [NN ...]``: print the stale notebooks (one per line)."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] != "stale":
+        print("usage: python -m spinlib.notebook stale", file=sys.stderr)
+        return 2
+    for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        rec = RESULTS / "provenance" / f"{nb.stem}.json"
+        if not rec.is_file() or stale(rec):
+            print(nb.stem[:2])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,104 @@
+"""Claims as code and provenance (issue 13): the claim helper renders and records computed values
+only; the README's results table is exactly the one generated from results/claims.json; every
+committed executed notebook is current (its recorded inputs equal the work tree's files) and was
+produced from committed sources; run_all.sh's --stale and -p options behave as documented."""
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+from spinlib import claims as C
+from spinlib import notebook as N
+from spinlib.paths import NOTEBOOKS, RESULTS, ROOT
+from spinlib.scenario import ValidationError
+
+
+def test_claim_renders_records_and_refuses_what_is_not_computed(tmp_path):
+    C.begin("99_test", tmp_path / "claims")
+    c = C.claim("gain", "gain {mean:.0%}, up to {max:.0%}", mean=np.float64(0.26), max=3.88, holds=True,
+                scope="6 sweeps", paper="up to 88 %", display=False)
+    assert c.sentence == "gain 26%, up to 388%" and c.holds
+    bad = C.claim("inside", "{n} of {m} inside", n=np.int64(8), m=9, holds=False, where="for L >= 1", display=False)
+    assert bad.markdown().startswith("**does not hold here:**") and "(holds for L >= 1)" in bad.markdown()
+    assert isinstance(bad.values["n"], int)
+    with pytest.raises(ValidationError, match="not finite"):
+        C.claim("nan", "{x}", x=float("nan"), holds=True, display=False)
+    with pytest.raises(ValidationError, match="stated twice"):
+        C.claim("gain", "{x}", x=1, holds=True, display=False)
+    with pytest.raises(ValidationError, match="does not fit"):
+        C.claim("tpl", "{y}", x=1, holds=True, display=False)
+    with pytest.raises(ValidationError, match="must be a number"):
+        C.claim("obj", "{x}", x=[1, 2], holds=True, display=False)
+    recs = C.load(tmp_path / "claims" / "99_test.json")
+    assert [r["id"] for r in recs] == ["gain", "inside"]
+    out = C.merge(tmp_path / "claims", tmp_path / "claims.json", commit="abc")
+    table = C.readme_table(out)
+    assert "| gain 26%, up to 388%; 6 sweeps; paper: up to 88 % | yes | 99 |" in table
+    assert "| **no** |" in table
+    (tmp_path / "claims" / "bad.json").write_text("{}")
+    with pytest.raises(ValidationError, match="list of claim records"):
+        C.merge(tmp_path / "claims", tmp_path / "x.json")
+
+
+def test_readme_results_table_is_generated_from_the_run():
+    claims_json = RESULTS / "claims.json"
+    assert claims_json.is_file(), "results/claims.json missing: run bash run_all.sh"
+    doc = json.loads(claims_json.read_text())
+    assert doc["claims"], "the run stated no claim"
+    readme = (ROOT / "README.md").read_text()
+    assert C.replace_readme_table(ROOT / "README.md", claims_json) == readme, \
+        "README results table differs from results/claims.json: python -m spinlib.claims readme"
+    notebooks = {p.stem for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")}
+    assert {r["notebook"] for r in doc["claims"]} <= notebooks
+
+
+def test_committed_executed_notebooks_are_current_and_from_committed_sources():
+    """Fails when a committed executed notebook is stale against the work tree (bash run_all.sh
+    --stale re-runs those) or was produced from uncommitted changes."""
+    for nb in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        rec = RESULTS / "provenance" / f"{nb.stem}.json"
+        assert rec.is_file(), f"{nb.stem}: no provenance record; run bash run_all.sh --stale"
+        data = json.loads(rec.read_text())
+        assert not data["uncommitted_changes"], f"{nb.stem} was executed from uncommitted changes"
+        changed = N.stale(rec)
+        assert not changed, f"{nb.stem} is stale (changed since its run: {changed[:5]}); run bash run_all.sh --stale"
+        assert (RESULTS / "executed" / nb.name).is_file()
+        assert f"notebooks/{nb.name}" in data["inputs"] and any(k.startswith("spinlib/") for k in data["inputs"])
+
+
+def test_stale_detects_a_changed_input(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPINLIB_RESULTS", str(tmp_path))
+    f = ROOT / "notebooks" / "00_overview.ipynb"
+    rec = tmp_path / "rec.json"
+    rec.write_text(json.dumps({"inputs": {"notebooks/00_overview.ipynb": "0" * 64}}))
+    assert N.stale(rec) == ["notebooks/00_overview.ipynb"]
+    rec.write_text(json.dumps({"inputs": {"notebooks/00_overview.ipynb": N._sha(f)}}))
+    assert N.stale(rec) == []
+
+
+@pytest.mark.parametrize("args,match", [
+    (["-p", "SEED", "1"], "-p needs --only NN"),
+    (["--only", "00", "-p", "seed", "1"], "must be a parameter name"),
+    (["--only", "00", "-p", "SMOKE", "True"], "use --smoke"),
+    (["--only", "00", "-p", "SEED"], "-p needs NAME VALUE"),
+    (["--stale", "--only", "00"], "do not combine"),
+])
+def test_run_all_refuses_bad_parameter_options(args, match):
+    r = subprocess.run(["bash", str(ROOT / "run_all.sh"), *args], capture_output=True, text=True, cwd=ROOT,
+                       timeout=600)
+    assert r.returncode == 2 and match in r.stderr, (r.returncode, r.stderr[-500:])
+
+
+def test_run_all_parameters_go_to_their_own_folder():
+    """A run with -p writes under results/runs/<NN>-<key>/ and leaves the committed run untouched."""
+    committed = sorted(p for p in (RESULTS).rglob("*") if p.is_file() and "runs" not in p.parts)
+    stamp = {p: p.stat().st_mtime_ns for p in committed}
+    r = subprocess.run(["bash", str(ROOT / "run_all.sh"), "--smoke", "--only", "00", "-p", "SEED", "3"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    runs = [p for p in (RESULTS / "runs").glob("00-*") if (p / "executed" / "00_overview.ipynb").is_file()]
+    assert runs
+    prov = json.loads((runs[0] / "provenance" / "00_overview.json").read_text())
+    assert prov["parameters"]["SEED"] == 3
+    assert all(p.stat().st_mtime_ns == stamp[p] for p in committed if p.exists())
