@@ -5,6 +5,9 @@
 #                                     execute notebooks/NN_*.ipynb with papermill; --stale: only those
 #                                     whose inputs changed (spinlib.notebook); -p: papermill parameters,
 #                                     written to results/runs/<NN>-<key>/, never over the committed run
+#   bash run_all.sh --verify [--smoke] [--only NN]  re-run into results/verify/ and compare every result
+#                                     (claims, summaries; not timings) with the run in results/ (or
+#                                     results/smoke/); non-zero exit on a difference (spinlib.verify)
 #   bash run_all.sh test [pytest args...]                  bootstrap, then the whole pytest suite
 #
 # Bootstrap: uses the active virtualenv/conda env if spinlib's pinned dependencies are installed
@@ -14,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 ROOT=$(pwd)
 
-SMOKE=False; ONLY=""; RECOMPUTE=False; MODE=run; STALE=False; PARAMS=()
+SMOKE=False; ONLY=""; RECOMPUTE=False; MODE=run; STALE=False; PARAMS=(); VERIFY=False
 if [[ "${1:-}" == "test" ]]; then MODE=test; shift; fi
 if [[ $MODE == run ]]; then
   while [[ $# -gt 0 ]]; do
@@ -23,11 +26,12 @@ if [[ $MODE == run ]]; then
       --only) ONLY="${2:?--only needs a notebook number, e.g. --only 03}"; shift ;;
       --recompute) RECOMPUTE=True ;;
       --stale) STALE=True ;;
+      --verify) VERIFY=True ;;
       -p) [[ $# -ge 3 ]] || { echo "run_all.sh: -p needs NAME VALUE" >&2; exit 2; }
           [[ "$2" =~ ^[A-Z_][A-Z0-9_]*$ ]] || { echo "run_all.sh: -p NAME must be a parameter name (upper case), got '$2'" >&2; exit 2; }
           [[ "$2" != SMOKE && "$2" != RECOMPUTE ]] || { echo "run_all.sh: use --smoke / --recompute, not -p $2" >&2; exit 2; }
           PARAMS+=(-p "$2" "$3"); shift 2 ;;
-      -h|--help) sed -n 2,12p "$0"; exit 0 ;;
+      -h|--help) sed -n 2,15p "$0"; exit 0 ;;
       *) echo "run_all.sh: unknown option $1 (use --smoke, --only NN, --stale, --recompute, -p NAME VALUE, or 'test')" >&2; exit 2 ;;
     esac
     shift
@@ -83,6 +87,12 @@ unset MPLBACKEND
 
 # ---------------------------------------------------------------- notebooks
 if [[ $SMOKE == True ]]; then export SPINLIB_RESULTS="$ROOT/results/smoke"; fi
+REFERENCE="${SPINLIB_RESULTS:-$ROOT/results}"
+if [[ $VERIFY == True ]]; then
+  [[ ${#PARAMS[@]} -eq 0 && $STALE == False ]] || { echo "run_all.sh: --verify does not combine with -p or --stale" >&2; exit 2; }
+  export SPINLIB_RESULTS="$ROOT/results/verify$([[ $SMOKE == True ]] && echo /smoke)"
+  rm -rf "$SPINLIB_RESULTS"
+fi
 if [[ ${#PARAMS[@]} -gt 0 ]]; then  # non-default parameters: their own folder, keyed by notebook and parameters
   [[ -n "$ONLY" ]] || { echo "run_all.sh: -p needs --only NN (parameters are per notebook)" >&2; exit 2; }
   key=$(printf '%s\n' "$ONLY" "$SMOKE" "${PARAMS[@]}" | sha256sum | cut -c1-12)
@@ -144,5 +154,9 @@ for nb in "${notebooks[@]}"; do
 done
 rm -f "$MARK"
 "$PY" -m spinlib.claims merge
+if [[ $VERIFY == True ]]; then
+  only=(); for nb in "${notebooks[@]}"; do b=$(basename "$nb"); only+=("${b:0:2}"); done
+  exec "$PY" -m spinlib.verify "$REFERENCE" "$SPINLIB_RESULTS" --only "${only[@]}"
+fi
 if [[ $SMOKE == False && ${#PARAMS[@]} -eq 0 ]]; then "$PY" -m spinlib.claims readme; fi
 echo "all notebooks done in $(( $(date +%s) - total_start )) s; outputs in $OUTDIR"

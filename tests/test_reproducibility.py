@@ -58,3 +58,33 @@ print(json.dumps(out))
 """
     a, b = _run(code, 0), _run(code, 12345)
     assert a == b and json.loads(a)
+
+
+def test_verify_compares_results_and_ignores_timings(tmp_path):
+    from spinlib.verify import compare_runs, is_timing
+
+    for run, v in (("a", 1.0), ("b", 1.0 + 1e-12)):
+        (tmp_path / run / "summaries").mkdir(parents=True)
+        (tmp_path / run / "claims").mkdir()
+        (tmp_path / run / "summaries" / "01_x.json").write_text(json.dumps(
+            {"gain": v, "wall_solve_s": 1.0 if run == "a" else 9.0, "timing": {"t0": run}, "rows": [1, 2]}))
+        (tmp_path / run / "claims" / "01_x.json").write_text(json.dumps(
+            [{"id": "g", "values": {"x": v}, "holds": True, "sentence": "s", "notebook": "01_x"}]))
+    assert compare_runs(tmp_path / "a", tmp_path / "b") == []
+    (tmp_path / "b" / "summaries" / "01_x.json").write_text(json.dumps({"gain": 1.1, "rows": [1, 3]}))
+    lines = compare_runs(tmp_path / "a", tmp_path / "b")
+    assert any("gain" in ln for ln in lines) and any("rows[1]" in ln for ln in lines)
+    assert is_timing("wall_anything") and is_timing("solve_time_s") and not is_timing("goodput")
+    assert not is_timing("share_increases_with_draft_time")
+
+
+def test_run_all_verify_smoke_of_two_notebooks():
+    """A smoke re-run of notebooks 00 and 01 agrees with the smoke run before it (results, not timings)."""
+    from spinlib.paths import ROOT
+
+    for nn in ("00", "01"):
+        for extra in ([], ["--verify"]):
+            r = subprocess.run(["bash", str(ROOT / "run_all.sh"), "--smoke", "--only", nn, *extra],
+                               capture_output=True, text=True, cwd=ROOT, timeout=900)
+            assert r.returncode == 0, (nn, extra, r.stdout[-1500:], r.stderr[-1500:])
+        assert "verify: the re-run agrees" in r.stdout
