@@ -106,7 +106,7 @@ def cached(
             if isinstance(stored, dict) and stored.get("name") == name and stored.get("config") == canon \
                     and "value" in stored:
                 return stored["value"]
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        except (OSError, ValueError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             pass  # a corrupt entry is recomputed
     if path.is_dir():
         import shutil

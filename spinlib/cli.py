@@ -104,7 +104,7 @@ def _policy_kwargs(args) -> dict:
             raise ValidationError(f"--set takes KEY=VALUE with KEY a parameter name, got {item!r}")
         try:
             value = json.loads(text)
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON (or a number beyond the integer-string limit): the text itself
             value = text
         if key in kwargs:
             raise ValidationError(f"parameter {key!r} given twice")

@@ -15,7 +15,7 @@ import json
 import math
 
 EXTREMES = [0, -0.0, -1, 1, 5e-324, 1e-300, 1e300, 1e308, -1e308, float("nan"), float("inf"), float("-inf"),
-            10**400, 2**63, 0.5, 1e15]
+            10**400, 10**5000, 2**63, 0.5, 1e15]
 RETYPES = [None, "x", "", [], {}, True, False, [[1]], {"a": {"b": []}}, "1e6", "nan"]
 
 

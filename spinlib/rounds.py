@@ -147,9 +147,10 @@ class Allocation:
         except UnicodeDecodeError as e:
             raise ValidationError(f"allocation file {source} is not UTF-8 text (byte {e.start})") from None
         try:
-            return cls.from_dict(json.loads(text))
-        except json.JSONDecodeError as e:
-            raise ValidationError(f"allocation is not valid JSON: {e}") from None
+            d = json.loads(text)
+        except ValueError as e:  # JSONDecodeError, or a number beyond Python's integer-string limit
+            raise ValidationError(f"allocation is not valid JSON: {str(e).splitlines()[0]}") from None
+        return cls.from_dict(d)
 
 
 def _nonnegative_floats(name: str, values) -> tuple[float, ...]:
@@ -159,12 +160,19 @@ def _nonnegative_floats(name: str, values) -> tuple[float, ...]:
     try:
         arr = np.array(values, dtype=float)
         ok = not any(isinstance(x, (bool, str)) for x in values)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond the float range
         arr, ok = np.array([]), False
+
+    def finite(x) -> bool:
+        try:
+            return math.isfinite(x)
+        except OverflowError:
+            return False
     if not ok or arr.shape != (len(values),) or not np.all(np.isfinite(arr) & (arr >= 0)):
         for i, x in enumerate(values):
-            if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not math.isfinite(x) or x < 0:
-                raise ValidationError(f"{name}[{i}] must be a finite number >= 0, got {x!r}")
+            if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not finite(x) or x < 0:
+                shown = f"an integer of {x.bit_length()} bits" if isinstance(x, int) and not finite(x) else repr(x)
+                raise ValidationError(f"{name}[{i}] must be a finite number >= 0, got {shown}")
     return tuple(float(x) for x in values)
 
 
@@ -335,6 +343,16 @@ def evaluate(scenario: Scenario, alloc: Allocation, round_model: str | None = No
         t_ver_k = scenario.server.verification_time(L + 1)
         G = float(async_goodput(scenario, L, N, b))
         util = float(np.sum(t_ver_k / Tk))
+    for field, arr in (("uplink", t_up), ("downlink", t_dl), ("round", Tk)):
+        if arr is None:
+            continue
+        bad = np.flatnonzero(~np.isfinite(np.atleast_1d(np.asarray(arr, dtype=float))))
+        if bad.size:
+            k = int(bad[0])
+            raise ValidationError(
+                f"user {k}: {field} time is not finite (bandwidth_hz[{k}] = {alloc.bandwidth_hz[k]!r}"
+                + ("" if alloc.dl_power_w is None else f", dl_power_w[{k}] = {alloc.dl_power_w[k]!r}")
+                + "): too small to carry its payload")
     return Evaluation(
         round_model=model,
         goodput_tokens_per_s=G,

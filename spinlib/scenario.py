@@ -113,7 +113,8 @@ def check_int_range(name: str, value: Any, lo: int, hi: int | None = None) -> in
     v = int(value)
     if v < lo or (hi is not None and v > hi):
         rng = f"[{lo}, {hi}]" if hi is not None else f"[{lo}, inf)"
-        raise ValidationError(f"{name} must be an integer in {rng}, got {v}")
+        shown = f"an integer of {v.bit_length()} bits" if abs(v) > 10**18 else str(v)
+        raise ValidationError(f"{name} must be an integer in {rng}, got {shown}")
     return v
 
 
@@ -518,6 +519,6 @@ class Scenario:
             text = source
         try:
             d = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValidationError(f"scenario is not valid JSON: {e}") from None
+        except ValueError as e:  # JSONDecodeError, or a number beyond Python's integer-string limit
+            raise ValidationError(f"scenario is not valid JSON: {str(e).splitlines()[0]}") from None
         return cls.from_dict(d)

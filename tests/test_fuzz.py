@@ -27,8 +27,17 @@ CASES = {"solve": 0, "evaluate": 0, "bytes": 0}  # examples run, per property (r
 
 
 def write(d, name, doc):
+    """Write a (mutated) JSON document; numbers beyond Python's integer-string limit are written too
+    (the limit is lifted only while writing, so the command under test reads with the default)."""
+    import sys
+
     p = Path(d) / name
-    p.write_text(json.dumps(doc))
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        p.write_text(json.dumps(doc))
+    finally:
+        sys.set_int_max_str_digits(old)
     return p
 
 

@@ -207,7 +207,7 @@ def read_records(path) -> dict:
     for i, line in enumerate(lines, 1):
         try:
             r = json.loads(line)
-        except json.JSONDecodeError:
+        except ValueError:  # JSONDecodeError, or a number beyond the integer-string limit
             if i == len(lines):
                 break  # torn last line
             raise _record_error(path, i, "<line>", "valid JSON") from None
@@ -221,7 +221,7 @@ def read_summary(path):
 
     try:
         d = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, ValueError):
         return None
     return d if isinstance(d, dict) else None
 
