@@ -17,6 +17,17 @@ from typing import Any, Callable
 from .paths import CACHE
 
 
+def sha256_file(path) -> str:
+    """sha256 (hex) of a file's bytes, read in 1 MiB chunks."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and ``os.replace`` (no torn files).
 

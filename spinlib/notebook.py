@@ -15,26 +15,17 @@ committed executed notebook that is stale or was produced from uncommitted chang
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 from . import claims
-from .cache import atomic_write_text, json_default
+from .cache import atomic_write_text, json_default, sha256_file
 from .paths import DATA, RESULTS, ROOT
 
 _READ: set = set()
 _STATE: dict = {"name": None, "params": None, "hook": False}
-
-
-def _sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _audit(event, args):
@@ -70,7 +61,7 @@ def inputs_of(name: str) -> dict:
             files[Path(f).resolve().relative_to(ROOT.resolve()).as_posix()] = Path(f)
     for p in _READ:
         files[p.relative_to(ROOT.resolve()).as_posix()] = p
-    return {k: _sha(v) for k, v in sorted(files.items()) if v.is_file()}
+    return {k: sha256_file(v) for k, v in sorted(files.items()) if v.is_file()}
 
 
 def finish() -> Path:
@@ -92,7 +83,7 @@ def stale(record_path: Path) -> list[str]:
     out = []
     for rel, digest in rec["inputs"].items():
         f = ROOT / rel
-        if not f.is_file() or _sha(f) != digest:
+        if not f.is_file() or sha256_file(f) != digest:
             out.append(rel)
     return out
 

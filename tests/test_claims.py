@@ -10,6 +10,7 @@ import pytest
 
 from spinlib import claims as C
 from spinlib import notebook as N
+from spinlib.cache import sha256_file
 from spinlib.paths import NOTEBOOKS, RESULTS, ROOT
 from spinlib.scenario import ValidationError
 
@@ -76,7 +77,7 @@ def test_stale_detects_a_changed_input(tmp_path, monkeypatch):
     rec = tmp_path / "rec.json"
     rec.write_text(json.dumps({"inputs": {"notebooks/00_overview.ipynb": "0" * 64}}))
     assert N.stale(rec) == ["notebooks/00_overview.ipynb"]
-    rec.write_text(json.dumps({"inputs": {"notebooks/00_overview.ipynb": N._sha(f)}}))
+    rec.write_text(json.dumps({"inputs": {"notebooks/00_overview.ipynb": sha256_file(f)}}))
     assert N.stale(rec) == []
 
 

@@ -64,8 +64,8 @@ import numpy as np
 from ..channel import LN2
 from ..modes import mode_payload, uplink_bits_per_token
 from ..rounds import sync_round_time
-from .bandwidth import required_bandwidth
-from .power import required_power
+from .bandwidth import min_makespan_bandwidth, required_bandwidth
+from .power import min_max_downlink_power, required_power
 
 SAFETY = 1e-12
 
@@ -258,8 +258,6 @@ def tighten(prob, items: Items, Dl, Dh, El, Eh, nl, nh, al):
     (the true band ``W / n_DL`` is no larger); and at most that of every device that may download at
     its largest (d, c) with the band ``W / n_may``. Returns ``(Dl, Dh, El, Eh, keep)``.
     """
-    from .bandwidth import min_makespan_bandwidth
-    from .power import min_max_downlink_power
     sc = prob.scenario
     Lf = items.L[None].astype(float)
     dn = (items.n[None] > 0) & al  # allowed downloading items
@@ -417,7 +415,6 @@ def branch_and_bound_uldl(prob, L_inc, ul_inc, G_inc: float, ub_all_ul: float, *
         rest[take] = False
         p = {k: v[take] for k, v in o.items()}
         o = {k: v[rest] for k, v in o.items()}
-        n = len(take)
         den = p["Dl"] + p["El"] + c0
         node_gap = (p["ub"] - best[2]) / p["ub"]
         wD = (p["Dh"] - p["Dl"]) / den
@@ -450,7 +447,6 @@ def branch_and_bound_uldl(prob, L_inc, ul_inc, G_inc: float, ub_all_ul: float, *
             c1["al"][r, cut + 1:, k] = False
             c2["al"][r, :cut + 1, k] = False
         Dl, Dh, El, Eh, nl, nh, al = (np.concatenate([c1[k], c2[k]]) for k in ("Dl", "Dh", "El", "Eh", "nl", "nh", "al"))
-        del n
     ub = max(best[2], closed, float(np.max(o["ub"], initial=-np.inf)))
     return UldlBnBResult(best[0], best[1], best[2], ub, status, nodes, time.perf_counter() - t_start)
 

@@ -20,6 +20,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cache import atomic_write_text, sha256_file
 from ..paths import ROOT
 from ..scenario import ValidationError
 
@@ -118,16 +119,6 @@ def _gguf_file(model: str) -> Path:
 
 _LOADED: dict = {}
 MANIFEST = "spinlib-manifest.json"  # in a target cache folder: size and sha256 of every file
-
-
-def sha256_file(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def file_record(path: Path) -> dict:
@@ -292,8 +283,8 @@ def load_pair(name: str):
         tmp = path.with_suffix(".tmp")
         save_file(state, str(tmp))
         os.replace(tmp, path)
-        from ..cache import atomic_write_text
         import json
+
         atomic_write_text(record, json.dumps({**file_record(path), "tensors": {k: list(v) for k, v in
                                                                               sorted(expected.items())}}) + "\n")
     draft.eval()
