@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -179,11 +180,67 @@ def cached_call(fn: Callable, *args, version: int | str = 0, recompute: bool = F
     return cached(fn.__name__, config, lambda: fn(*args, **kwargs), recompute=recompute, cache_dir=cache_dir)
 
 
+#: wall-clock fields, recognised by name: times of a solve or a run, speeds, speed-ups (measurements
+#: of the machine, not results). A new wall-clock field should be named ``wall_*``.
+TIMING_KEY = re.compile(
+    r"^wall_|^timing$|^timings$|speedup|^time_|^t_\w+_s$|_solve_ms|^fast_mode_\w*_s$|solve_time_s$|bnb_time_s$"
+    r"|\[ms\]$|_per_s_wall$", re.IGNORECASE)
+
+
+def is_timing(key) -> bool:
+    """Whether a summary field is a wall-clock measurement (:data:`TIMING_KEY`)."""
+    return bool(TIMING_KEY.search(str(key)))
+
+
+_NO_TIMINGS = object()
+
+
+def split_timings(data):
+    """``(results, timings)``: ``data`` without its wall-clock fields, and those fields alone.
+
+    Dicts are split key by key (a timing key takes its whole value), lists element by element
+    (the timings part keeps the list's length, ``None`` where an element has none); the timings
+    part is ``None`` when ``data`` holds no wall-clock field.
+    """
+    def split(x):
+        if isinstance(x, dict):
+            res, tim = {}, {}
+            for k, v in x.items():
+                if is_timing(k):
+                    tim[k] = v
+                    continue
+                r, t = split(v)
+                res[k] = r
+                if t is not _NO_TIMINGS:
+                    tim[k] = t
+            return res, (tim if tim else _NO_TIMINGS)
+        if isinstance(x, (list, tuple)):
+            parts = [split(v) for v in x]
+            tims = [t for _, t in parts]
+            return [r for r, _ in parts], (_NO_TIMINGS if all(t is _NO_TIMINGS for t in tims)
+                                           else [None if t is _NO_TIMINGS else t for t in tims])
+        return x, _NO_TIMINGS
+
+    res, tim = split(data)
+    return res, (None if tim is _NO_TIMINGS else tim)
+
+
 def write_summary(name: str, data: dict, directory: Path | None = None) -> Path:
-    """Write a notebook's result summary to ``results/summaries/<name>.json`` (atomically)."""
+    """Write a notebook's result summary to ``results/summaries/<name>.json`` (atomically).
+
+    Wall-clock fields (:func:`is_timing`) go to ``results/timings/<name>.json`` instead (the
+    ``timings`` folder beside ``directory``), so that a re-run's summary is byte-identical to the
+    committed one (issue 17); a stale timings file of the same name is removed when there is none.
+    """
     from .paths import RESULTS
 
     directory = Path(directory or RESULTS / "summaries")
+    results, timings = split_timings(data)
     path = directory / f"{name}.json"
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=json_default) + "\n")
+    tpath = directory.parent / "timings" / f"{name}.json"
+    atomic_write_text(path, json.dumps(results, indent=2, sort_keys=True, default=json_default) + "\n")
+    if timings is not None:
+        atomic_write_text(tpath, json.dumps(timings, indent=2, sort_keys=True, default=json_default) + "\n")
+    elif tpath.exists():
+        tpath.unlink()
     return path

@@ -1,10 +1,12 @@
 """Compare the results of a re-run with a reference run (``bash run_all.sh --verify``; issue 17).
 
 Compared: every claim (``claims/<notebook>.json``: the values and whether it holds) and every
-number of every summary (``summaries/<notebook>.json``), except wall-clock fields, recognised by
-name (:data:`TIMING_KEY`: times of a solve or a run, speeds, speed-ups -- measurements of the
-machine, not results). Numbers agree when ``|a - b| <= atol + rtol |b|``; everything else
-(strings, booleans, structure) must be equal. Prints one line per difference; exit 1 when any.
+number of every summary (``summaries/<notebook>.json``). Wall-clock fields (times of a solve or a
+run, speeds, speed-ups: measurements of the machine, not results; :data:`spinlib.cache.TIMING_KEY`)
+are written to ``timings/<notebook>.json`` apart from the summaries and are not compared (they are
+skipped here too, for runs made before that split). Numbers agree when ``|a - b| <= atol + rtol |b|``;
+everything else (strings, booleans, structure) must be equal. Prints one line per difference and
+how many result files are byte-identical; exit 1 when any difference exceeds the tolerance.
 
     python -m spinlib.verify REFERENCE_DIR RERUN_DIR [--only NN ...] [--rtol 1e-9]
 
@@ -15,17 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 from pathlib import Path
 
-TIMING_KEY = re.compile(
-    r"^wall_|^timing$|^timings$|speedup|^time_|^t_\w+_s$|_solve_ms|^fast_mode_\w*_s$|solve_time_s$|bnb_time_s$"
-    r"|\[ms\]$|_per_s_wall$", re.IGNORECASE)  # wall-clock fields (a new one: name it wall_*)
-
-
-def is_timing(key: str) -> bool:
-    return bool(TIMING_KEY.search(str(key)))
+from .cache import TIMING_KEY, is_timing  # noqa: F401  (re-exported: the one definition)
 
 
 def diff(a, b, path: str = "", rtol: float = 1e-9, atol: float = 1e-12) -> list[str]:
@@ -82,6 +77,19 @@ def compare_runs(ref: Path, rerun: Path, notebooks=None, rtol: float = 1e-9) -> 
     return lines
 
 
+def byte_identical(ref: Path, rerun: Path, notebooks=None) -> tuple[list[str], list[str]]:
+    """``(same, differ)``: the re-run's result files (claims, summaries) whose bytes equal the reference's, and
+    those that do not (they may still agree within the tolerance of :func:`compare_runs`)."""
+    same, differ = [], []
+    for kind in ("claims", "summaries"):
+        for n in sorted((Path(rerun) / kind).glob("*.json")):
+            if notebooks and n.stem[:2] not in notebooks:
+                continue
+            r = Path(ref) / kind / n.name
+            (same if r.exists() and r.read_bytes() == n.read_bytes() else differ).append(f"{kind}/{n.name}")
+    return same, differ
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m spinlib.verify", description=__doc__.splitlines()[0])
     ap.add_argument("reference", type=Path)
@@ -92,6 +100,9 @@ def main(argv=None) -> int:
     lines = compare_runs(args.reference, args.rerun, args.only, args.rtol)
     for line in lines:
         print(line)
+    same, differ = byte_identical(args.reference, args.rerun, args.only)
+    print(f"verify: {len(same)} of {len(same) + len(differ)} result files byte-identical"
+          + (f"; differing bytes: {', '.join(differ)}" if differ else ""))
     print(f"verify: {len(lines)} difference(s) beyond rtol {args.rtol:g} (timings excluded)"
           if lines else f"verify: the re-run agrees with {args.reference} (rtol {args.rtol:g}; timings excluded)")
     return 1 if lines else 0
