@@ -80,7 +80,12 @@ fi
 
 if [[ $MODE == test ]]; then
   export MPLBACKEND=agg
-  exec "$PY" -m pytest "$@"
+  if [[ $# -gt 0 ]]; then exec "$PY" -m pytest "$@"; fi
+  # the whole suite: its count and wall time go to results/timings/test_suite.json (the README's figure)
+  junit=$(mktemp); t0=$(date +%s); rc=0
+  "$PY" -m pytest --junitxml="$junit" || rc=$?
+  "$PY" -m spinlib.runtimes tests "$junit" $(( $(date +%s) - t0 )) "$rc" || true
+  rm -f "$junit"; exit $rc
 fi
 # notebooks: matplotlib's inline backend (the kernel's default), so every figure is in the executed notebook
 unset MPLBACKEND
@@ -134,6 +139,8 @@ MARK="$OUTDIR/RUN_INCOMPLETE"
 printf '%s\n' "run started $(date -u +%FT%TZ); unfinished notebooks (summaries/figures of these may be partial):" \
   "${notebooks[@]}" > "$MARK"
 total_start=$(date +%s)
+cache_state=empty; [[ -n "$(ls -A "$OUTDIR/cache" 2>/dev/null)" ]] && cache_state=reused
+walls=()
 for nb in "${notebooks[@]}"; do
   name=$(basename "$nb")
   start=$(date +%s)
@@ -151,12 +158,15 @@ for nb in "${notebooks[@]}"; do
   rm -f "$OUTDIR/executed/${name%.ipynb}.failed.ipynb"
   grep -vxF "$nb" "$MARK" > "$MARK.tmp" || true; mv -f "$MARK.tmp" "$MARK"
   printf '%-40s %5d s\n' "$name" $(( $(date +%s) - start ))
+  walls+=("${name%.ipynb}" $(( $(date +%s) - start )))
 done
 rm -f "$MARK"
+# wall times of this run (results/timings/notebooks.json; the README's run-time table)
+"$PY" -m spinlib.runtimes notebooks "$OUTDIR/timings/notebooks.json" "$SMOKE" "$RECOMPUTE" "$cache_state" "${walls[@]}"
 "$PY" -m spinlib.claims merge
 if [[ $VERIFY == True ]]; then
   only=(); for nb in "${notebooks[@]}"; do b=$(basename "$nb"); only+=("${b:0:2}"); done
   exec "$PY" -m spinlib.verify "$REFERENCE" "$SPINLIB_RESULTS" --only "${only[@]}"
 fi
-if [[ $SMOKE == False && ${#PARAMS[@]} -eq 0 ]]; then "$PY" -m spinlib.claims readme; fi
+if [[ $SMOKE == False && ${#PARAMS[@]} -eq 0 ]]; then "$PY" -m spinlib.claims readme; "$PY" -m spinlib.runtimes readme; fi
 echo "all notebooks done in $(( $(date +%s) - total_start )) s; outputs in $OUTDIR"

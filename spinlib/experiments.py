@@ -37,7 +37,7 @@ from .presets import MEASURED_PRESET, get_preset, random_scenario, random_uldl_s
 from .rounds import evaluate
 from .scenario import Payload, Scenario, ValidationError
 
-RECORD_VERSION = 6  # bump when records or the solvers behind them change: cached_call keys include it
+RECORD_VERSION = 7  # bump when records or the solvers behind them change: cached_call keys include it
 KNOBS = ("bandwidth_mhz", "num_users", "heterogeneity", "payload", "access_latency_ms")
 ULDL_KNOBS = ("dl_power_dbm", "num_users", "vocab_size", "bits_per_prob", "cell_radius_m", "top_k")
 METRICS = ("goodput", "server_utilisation", "capacity_limited_goodput", "ul_share", "structure_held")

@@ -62,7 +62,7 @@ def test_async_certificate_matches_exhaustive():
         assert G <= ex * (1 + TOL), where
         assert ub >= ex * (1 - TOL), where
         assert gap == pytest.approx((ub - G) / ub, rel=1e-12, abs=1e-300), where
-        assert a.info["status"] in ("optimal", "time_limit"), where
+        assert a.info["status"] in ("optimal", "node_limit", "time_limit"), where
         if gap <= TOL:
             proven += 1
             assert G >= ex * (1 - TOL), where
@@ -95,9 +95,7 @@ def test_async_node_bound_covers_every_vector_of_the_box():
 
 def test_async_parameters_time_limit_and_large_K():
     """``gap``/``time_limit_s`` are declared and checked; time_limit_s = 0 still bounds the root;
-    K = 1000 answers fast with a valid gap, never below the homogeneous optimum."""
-    import time
-
+    K = 1000 answers within its node budget with a valid gap, never below the homogeneous optimum."""
     s = random_scenario(32, seed=5, preset="qwen-7b-l4", access_latency_s=0.2)
     exact = solve(s, "heterogeneous-async")
     assert exact.info["status"] == "optimal" and exact.info["gap"] <= TOL
@@ -111,9 +109,8 @@ def test_async_parameters_time_limit_and_large_K():
     with pytest.raises(ValidationError, match="takes no parameter"):
         solve(s, "heterogeneous-async", gapp=1e-3)
     big = random_scenario(1000, seed=11, preset="llama2-7b-l4", access_latency_s=0.2)
-    t = time.perf_counter()
-    a = solve(big, "heterogeneous-async")
-    assert time.perf_counter() - t < 3.0  # ~0.4-0.7 s on an idle machine; slack for shared runners
+    a = solve(big, "heterogeneous-async")  # its speed: benchmarks/solver_scaling.py
+    assert a.info["status"] in ("optimal", "node_limit")
     assert 0.0 <= a.info["gap"] < 0.05 and a.info["upper_bound"] >= a.goodput_tokens_per_s
     assert a.goodput_tokens_per_s >= a.info["homogeneous_goodput"] * (1 - 1e-12)
     assert a.goodput_tokens_per_s == pytest.approx(evaluate(big, a).goodput_tokens_per_s, rel=1e-9)

@@ -46,3 +46,19 @@ def test_readme_bash_examples_use_declared_options():
         if ">" in tokens:
             tokens = tokens[:tokens.index(">")]
         parser.parse_args(tokens)
+
+
+def test_readme_solver_defaults_match_the_code():
+    """The defaults the README states for the certified solvers are the code's (not typed apart)."""
+    import inspect
+
+    from spinlib.control import heterogeneous as H
+    from spinlib.control.registry import get_policy
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert f"default {H.BNB_NODE_WORK:,} / K nodes up to K = {H.BNB_FULL_USERS}" in text
+    assert f"certifying run of {H.LARGE_K_NODE_WORK:,} / K above" in text
+    p = get_policy("heterogeneous-sync").params
+    assert f"`time_limit_s` ({p['time_limit_s']:g} s) is only a safety net" in text
+    assert f"Gap <= {p['gap']:.0e} (the default tolerance".replace("e-0", "e-") in text
+    assert inspect.signature(H.node_budget)  # the function the README names exists

@@ -227,13 +227,13 @@ class BnBResult:
     L: np.ndarray  # [K] best lengths found
     goodput: float  # F(L) [token/s]
     upper_bound: float  # certified bound on G* [token/s]
-    status: str  # "optimal" (gap <= tolerance) or "time_limit"
+    status: str  # "optimal" (gap <= tolerance), "node_limit" or "time_limit"
     nodes: int  # nodes bounded
     time_s: float
 
 
 def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarray, L_inc, G_inc: float, *,
-                          gap: float = 1e-9, time_limit_s: float = 10.0, batch: int = 64, enum_max: int = 16,
+                          gap: float = 1e-9, time_limit_s: float = 10.0, max_nodes: int | None = None, batch: int = 64, enum_max: int = 16,
                           n_root: int = 16) -> BnBResult:
     """Best-first branch-and-bound of model (A) from the incumbent ``(L_inc, G_inc)``.
 
@@ -242,6 +242,8 @@ def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarra
     table : [K, L_max+1] ``E[N_k](L)``.
     gap : relative tolerance: nodes whose bound is ``<= G_inc (1 + gap)`` are discarded.
     time_limit_s : wall-clock budget [s]; on expiry the open nodes' bounds enter the upper bound.
+    max_nodes : node budget (``None``: none); on reaching it the search stops as on a time limit,
+        with status ``"node_limit"``. A node budget is reproducible, a time limit is not.
     batch : nodes split per vectorised pass.
     enum_max : boxes with at most this many vectors are enumerated exactly.
     n_root : geometric makespan intervals of the root partition.
@@ -340,6 +342,9 @@ def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarra
             o_Dl, o_Dh, o_lo, o_hi, o_ub, o_frac, o_split, o_Dx = (
                 a[keep] for a in (o_Dl, o_Dh, o_lo, o_hi, o_ub, o_frac, o_split, o_Dx))
         if len(o_ub) == 0:
+            break
+        if max_nodes is not None and nodes >= max_nodes:
+            status = "node_limit"
             break
         if time.perf_counter() - t_start > time_limit_s:
             status = "time_limit"

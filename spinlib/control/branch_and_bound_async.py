@@ -246,13 +246,13 @@ class AsyncBnBResult:
     L: np.ndarray  # [K] best lengths found
     goodput: float  # their goodput with the optimal bandwidth [token/s]
     upper_bound: float  # certified bound on G* [token/s]
-    status: str  # "optimal" (every node closed at the tolerance) or "time_limit"
+    status: str  # "optimal" (every node closed at the tolerance), "node_limit" or "time_limit"
     nodes: int  # nodes bounded
     time_s: float
 
 
 def branch_and_bound_async(scenario: Scenario, rates: RateModel, table: np.ndarray, L_inc, G_inc: float, *,
-                           gap: float = 1e-9, time_limit_s: float = 10.0, batch: int = 64,
+                           gap: float = 1e-9, time_limit_s: float = 10.0, max_nodes: int | None = None, batch: int = 64,
                            enum_max: int = 64) -> AsyncBnBResult:
     """Best-first branch-and-bound of model (B) from the incumbent ``(L_inc, G_inc)``.
 
@@ -260,6 +260,8 @@ def branch_and_bound_async(scenario: Scenario, rates: RateModel, table: np.ndarr
     ----------
     table : [K, L_max+1] ``E[N_k](L)``.
     gap : relative tolerance: nodes whose bound is ``<= G_inc (1 + gap)`` are discarded.
+    max_nodes : node budget (``None``: none); on reaching it the search stops (status
+        ``"node_limit"``) exactly as on a time limit. A node budget is reproducible, a time limit is not.
     time_limit_s : wall-clock budget [s]; the root is always bounded; on expiry the open nodes'
         bounds enter the upper bound.
     batch : nodes split per vectorised pass.
@@ -333,6 +335,9 @@ def branch_and_bound_async(scenario: Scenario, rates: RateModel, table: np.ndarr
             closed_max = max(closed_max, float(np.max(o_ub[~keep])))
             o_lo, o_hi, o_ub, o_frac, o_split = (a[keep] for a in (o_lo, o_hi, o_ub, o_frac, o_split))
         if len(o_ub) == 0:
+            break
+        if max_nodes is not None and nodes >= max_nodes:
+            status = "node_limit"
             break
         if time.perf_counter() - t_start > time_limit_s:
             status = "time_limit"

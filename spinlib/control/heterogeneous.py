@@ -34,9 +34,12 @@ Decomposition used here.
   makespan and the denominator at its smallest; Dinkelbach on the ratio and a budget multiplier
   separate it per user, and any (ratio, multiplier) pair gives a valid bound. The allocation's
   ``info`` reports ``upper_bound`` (>= the optimum), ``gap = (upper_bound - goodput) / upper_bound``
-  and ``status`` ("optimal" when ``gap`` <= the tolerance, else "time_limit"). Up to K = 64 it runs
-  to the tolerance (default 1e-9: well under a second for K <= 32 on random instances); above, it
-  stops after :data:`LARGE_K_BOUND_S` seconds in all and reports the gap it proved. The tests
+  and ``status`` ("optimal" when ``gap`` <= the tolerance, "node_limit" when the node budget
+  (:func:`node_budget`) stopped it, "time_limit" when the wall-clock safety limit did). Up to
+  K = 64 it runs to the tolerance (default 1e-9) within a budget of ``BNB_NODE_WORK / K`` nodes;
+  above, a short certifying run of ``LARGE_K_NODE_WORK / K`` nodes reports the gap it proved.
+  The node budget makes the answer reproducible on any machine; the time limit (10 s by
+  default) is only a safety net and binds only on a machine much slower than this one. The tests
   compare both solvers with the exhaustive optimum (``exhaustive.py``) on random instances.
 * (B) is certified the same way (:mod:`.branch_and_bound_async`): for any budget multiplier mu,
   ``sum_k max_{L_k in box, b_k in [0, B]} [N_k / T_k - mu b_k] + mu B`` bounds the optimum over a
@@ -74,7 +77,19 @@ from .registry import register_policy
 POLISH_MAX_USERS = 32  # local search on L runs up to this K (beyond, the Lagrangian gap is O(1/K))
 PAIR_MOVES_MAX_USERS = 8
 BNB_FULL_USERS = 64  # branch-and-bound to the tolerance up to this K (beyond, a short certifying run)
-LARGE_K_BOUND_S = 0.6  # [s] budget of the whole solve above BNB_FULL_USERS (heuristic included)
+BNB_NODE_WORK = 400_000  # node budget x K of the branch-and-bound up to BNB_FULL_USERS users
+LARGE_K_NODE_WORK = 40_000  # node budget x K above BNB_FULL_USERS (about 0.6 s on this 2-core machine)
+
+
+def node_budget(K: int) -> int:
+    """Default node budget of the heterogeneous branch-and-bounds for ``K`` users (at least 64).
+
+    ``ceil(BNB_NODE_WORK / K)`` up to :data:`BNB_FULL_USERS` users, ``ceil(LARGE_K_NODE_WORK / K)``
+    above: the work of a node grows with K. A node budget, unlike a time limit, gives the same
+    answer on every machine.
+    """
+    work = BNB_NODE_WORK if K <= BNB_FULL_USERS else LARGE_K_NODE_WORK
+    return max(64, -(-work // max(int(K), 1)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -212,16 +227,16 @@ def _polish(polish: bool | None, K: int) -> bool:
 
 def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateModel | None = None,
                              polish: bool | None = None, gap: float = 1e-9,
-                             time_limit_s: float = 10.0) -> Allocation:
+                             time_limit_s: float = 10.0, max_nodes: int | None = None) -> Allocation:
     """Per-user draft lengths and bandwidth for one synchronous ragged batch (model A), with a
     certified optimality gap.
 
     The Lagrangian candidates, the homogeneous optimum and server-only decoding seed a local
     search (:func:`local_search`); its result is the incumbent of the branch-and-bound of
     :func:`spinlib.control.branch_and_bound.branch_and_bound_sync`, which improves it and proves a
-    bound on the optimum. Above :data:`BNB_FULL_USERS` users the search runs at most
-    what is left of :data:`LARGE_K_BOUND_S` seconds after the heuristic (less if ``time_limit_s`` is
-    smaller) and reports the gap it certified in that time.
+    bound on the optimum, within a node budget (:func:`node_budget`; a short certifying run above
+    :data:`BNB_FULL_USERS` users) and the wall-clock safety limit ``time_limit_s``, and reports the
+    gap it certified.
 
     Parameters
     ----------
@@ -232,17 +247,20 @@ def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateMod
     gap : float
         Relative optimality tolerance of the branch-and-bound (>= 0).
     time_limit_s : float
-        Wall-clock budget of the branch-and-bound [s] (>= 0; 0 computes no bound beyond the seeds).
+        Wall-clock safety limit of the branch-and-bound [s] (>= 0; 0 computes no bound beyond the seeds).
+    max_nodes : int, optional
+        Node budget of the branch-and-bound (>= 1; default :func:`node_budget` of K).
 
     Returns
     -------
     Allocation
         ``info``: ``upper_bound`` [token/s] >= the optimum, ``gap = (upper_bound - goodput) /
-        upper_bound``, ``status`` ("optimal": gap <= ``gap``; "time_limit": stopped by the clock),
+        upper_bound``, ``status`` ("optimal": gap <= ``gap``; "node_limit" / "time_limit": stopped by the node budget / the clock),
         ``bnb_nodes``, ``bnb_time_s``, ``makespan_s``, ``local_search_sweeps``, ``homogeneous_goodput``.
     """
     gap = check_nonnegative("gap", gap)
     time_limit_s = check_nonnegative("time_limit_s", time_limit_s)
+    nodes = node_budget(scenario.num_users) if max_nodes is None else check_int_range("max_nodes", max_nodes, 1, 10**9)
     t_start = time.perf_counter()
     rates, K, table, hom = _prepare(scenario, L_max, rates)
     cands, lower = sync_candidates(scenario, table, L_max, rates)
@@ -257,11 +275,10 @@ def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateMod
         best_L, best_G, sweeps = local_search(
             lambda c: evaluate_sync_lengths(scenario, c, table, rates), best_L, best_G, L_max
         )
-    limit = time_limit_s if K <= BNB_FULL_USERS else \
-        min(time_limit_s, max(0.0, LARGE_K_BOUND_S - (time.perf_counter() - t_start)))
     big = K > BNB_FULL_USERS
+    limit = max(0.0, time_limit_s - (time.perf_counter() - t_start))
     bnb = branch_and_bound_sync(scenario, rates, table, best_L, best_G, gap=gap, time_limit_s=limit,
-                                batch=8 if big else 64, n_root=4 if big else 16)
+                                max_nodes=nodes, batch=8 if big else 64, n_root=4 if big else 16)
     best_L = bnb.L
     D, b = min_makespan_bandwidth(scenario, best_L, rates)
     G = float(sync_goodput(scenario, best_L, _tokens_of(table, best_L), D))
@@ -308,7 +325,7 @@ def async_lagrangian(scenario: Scenario, table, L_max: int, rates, iters: int = 
 
 def solve_heterogeneous_async(scenario: Scenario, L_max: int = 16, rates: RateModel | None = None,
                               polish: bool | None = None, gap: float = 1e-9,
-                              time_limit_s: float = 10.0) -> Allocation:
+                              time_limit_s: float = 10.0, max_nodes: int | None = None) -> Allocation:
     """Per-user draft lengths and bandwidth for asynchronous per-user rounds (model B), with a
     certified optimality gap.
 
@@ -316,9 +333,8 @@ def solve_heterogeneous_async(scenario: Scenario, L_max: int = 16, rates: RateMo
     homogeneous optimum and server-only decoding seed a local search (:func:`local_search`); its
     result is the incumbent of the branch-and-bound of
     :func:`spinlib.control.branch_and_bound_async.branch_and_bound_async`, which improves it and
-    proves a bound on the optimum. Above :data:`BNB_FULL_USERS` users the search runs at most what is
-    left of :data:`LARGE_K_BOUND_S` seconds after the heuristic (less if ``time_limit_s`` is
-    smaller; the root bound is always computed) and reports the gap it certified.
+    proves a bound on the optimum, within a node budget (:func:`node_budget`; the root bound is
+    always computed) and the wall-clock safety limit ``time_limit_s``, and reports the gap it certified.
 
     Parameters
     ----------
@@ -329,19 +345,22 @@ def solve_heterogeneous_async(scenario: Scenario, L_max: int = 16, rates: RateMo
     gap : float
         Relative optimality tolerance of the branch-and-bound (>= 0).
     time_limit_s : float
-        Wall-clock budget of the branch-and-bound [s] (>= 0; 0 bounds the root only).
+        Wall-clock safety limit of the branch-and-bound [s] (>= 0; 0 bounds the root only).
+    max_nodes : int, optional
+        Node budget of the branch-and-bound (>= 1; default :func:`node_budget` of K).
 
     Returns
     -------
     Allocation
         ``info``: ``upper_bound`` [token/s] >= the optimum, ``gap = (upper_bound - goodput) /
-        upper_bound``, ``status`` ("optimal": gap <= ``gap``; "time_limit": stopped by the clock),
+        upper_bound``, ``status`` ("optimal": gap <= ``gap``; "node_limit" / "time_limit": stopped by the node budget / the clock),
         ``bnb_nodes``, ``bnb_time_s``, ``local_search_sweeps``, ``server_utilisation``.
     """
     from .branch_and_bound_async import branch_and_bound_async
 
     gap = check_nonnegative("gap", gap)
     time_limit_s = check_nonnegative("time_limit_s", time_limit_s)
+    nodes = node_budget(scenario.num_users) if max_nodes is None else check_int_range("max_nodes", max_nodes, 1, 10**9)
     t_start = time.perf_counter()
     rates, K, table, hom = _prepare(scenario, L_max, rates)
     L_feas, L_over = async_lagrangian(scenario, table, L_max, rates)
@@ -359,9 +378,9 @@ def solve_heterogeneous_async(scenario: Scenario, L_max: int = 16, rates: RateMo
             lambda c: evaluate_async_lengths(scenario, c, table, rates), best_L, best_G, L_max
         )
     big = K > BNB_FULL_USERS
-    limit = min(time_limit_s, max(0.0, LARGE_K_BOUND_S - (time.perf_counter() - t_start))) if big else time_limit_s
+    limit = max(0.0, time_limit_s - (time.perf_counter() - t_start))
     bnb = branch_and_bound_async(scenario, rates, table, best_L, best_G, gap=gap, time_limit_s=limit,
-                                 batch=8 if big else 64)
+                                 max_nodes=nodes, batch=8 if big else 64)
     best_L = bnb.L
     b, G = async_optimal_bandwidth(scenario, best_L, _tokens_of(table, best_L), rates)
     G = float(G)
@@ -376,19 +395,22 @@ def solve_heterogeneous_async(scenario: Scenario, L_max: int = 16, rates: RateMo
 
 @register_policy("heterogeneous-sync", "per-user draft lengths + optimal bandwidth, one synchronous ragged batch "
                  "(model A)", family="paper1")
-def heterogeneous_sync(scenario: Scenario, L_max: int = 16, gap: float = 1e-9, time_limit_s: float = 10.0) -> Allocation:
+def heterogeneous_sync(scenario: Scenario, L_max: int = 16, gap: float = 1e-9, time_limit_s: float = 10.0,
+                       max_nodes: int | None = None) -> Allocation:
     """Policy ``heterogeneous-sync``: :func:`solve_heterogeneous_sync` (``gap``: relative optimality
-    tolerance; ``time_limit_s``: branch-and-bound budget [s])."""
-    return solve_heterogeneous_sync(scenario, L_max, gap=gap, time_limit_s=time_limit_s)
+    tolerance; ``max_nodes``: branch-and-bound node budget, default :func:`node_budget`;
+    ``time_limit_s``: wall-clock safety limit [s])."""
+    return solve_heterogeneous_sync(scenario, L_max, gap=gap, time_limit_s=time_limit_s, max_nodes=max_nodes)
 
 
 @register_policy("heterogeneous-async", "per-user draft lengths + optimal bandwidth, asynchronous rounds (model B)",
                  family="paper1")
 def heterogeneous_async(scenario: Scenario, L_max: int = 16, gap: float = 1e-9,
-                        time_limit_s: float = 10.0) -> Allocation:
+                        time_limit_s: float = 10.0, max_nodes: int | None = None) -> Allocation:
     """Policy ``heterogeneous-async``: :func:`solve_heterogeneous_async` (``gap``: relative optimality
-    tolerance; ``time_limit_s``: branch-and-bound budget [s])."""
-    return solve_heterogeneous_async(scenario, L_max, gap=gap, time_limit_s=time_limit_s)
+    tolerance; ``max_nodes``: branch-and-bound node budget, default :func:`node_budget`;
+    ``time_limit_s``: wall-clock safety limit [s])."""
+    return solve_heterogeneous_async(scenario, L_max, gap=gap, time_limit_s=time_limit_s, max_nodes=max_nodes)
 
 
 __all__ = [

@@ -1,0 +1,56 @@
+"""Run times recorded by run_all.sh and the README's run-time table generated from them."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from spinlib.paths import ROOT
+from spinlib.runtimes import BEGIN, END, readme_block, record_notebooks, record_tests, replace_block
+from spinlib.scenario import ValidationError
+
+
+def test_notebook_times_merge_and_render(tmp_path):
+    out = tmp_path / "timings" / "notebooks.json"
+    record_notebooks(out, False, False, "empty", {"01_a": 13, "02_b": 95})
+    record_notebooks(out, False, True, "reused", {"02_b": 40})  # a later --only run replaces its entry
+    data = json.loads(out.read_text())["notebooks"]
+    assert data["01_a"]["wall_s"] == 13 and data["01_a"]["results_cache"] == "empty"
+    assert data["02_b"] == {**data["02_b"], "wall_s": 40, "results_cache": "reused", "recompute": True}
+    block = readme_block(out, tmp_path / "missing.json")
+    assert "| `01_a` | 13 s | empty (as in a fresh clone) |" in block
+    assert "| `02_b` | 40 s | reused from an earlier run, --recompute |" in block
+    assert "| all | 53 s |" in block
+    with pytest.raises(ValidationError, match="cache"):
+        record_notebooks(out, False, False, "warm", {"01_a": 1})
+
+
+def test_test_suite_record_from_junit(tmp_path):
+    junit = tmp_path / "j.xml"
+    junit.write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="10" failures="1" '
+                     'errors="0" skipped="2" time="5.0"></testsuite></testsuites>')
+    out = record_tests(junit, 125, 1, tmp_path / "t.json")
+    rec = json.loads(out.read_text())
+    assert (rec["tests"], rec["passed"], rec["failures"], rec["skipped"], rec["wall_s"], rec["exit_code"]) == \
+        (10, 7, 1, 2, 125, 1)
+    block = readme_block(tmp_path / "none.json", out)
+    assert "10 tests (7 passed, 1 failed, 0 errors, 2 skipped) in 2.1 min" in block
+    junit.write_text("not xml")
+    with pytest.raises(ValidationError, match="JUnit"):
+        record_tests(junit, 1, 0, tmp_path / "t.json")
+
+
+def test_replace_block_needs_its_markers():
+    assert replace_block(f"a\n{BEGIN}\nold\n{END}\nb", "new\n") == f"a\n{BEGIN}\nnew\n{END}\nb"
+    with pytest.raises(ValidationError, match="markers"):
+        replace_block("no markers", "x")
+
+
+def test_readme_runtime_table_is_generated_from_the_records():
+    r = subprocess.run([sys.executable, "-m", "spinlib.runtimes", "check"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_bad_command_line_is_one_line():
+    r = subprocess.run([sys.executable, "-m", "spinlib.runtimes", "frobnicate"], capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1
