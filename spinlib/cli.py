@@ -1,4 +1,4 @@
-"""Command line: ``python -m spinlib {scenario, evaluate, solve, emulate, pairs, generate, measure}``.
+"""Command line: ``python -m spinlib {scenario, evaluate, solve, emulate, pairs, generate, measure, balance}``.
 
 Errors in files or values print one line on stderr (``spinlib: error: ...``) and exit with 2.
 """
@@ -278,6 +278,69 @@ def cmd_measure(args) -> int:
     return 0
 
 
+def cmd_balance(args) -> int:
+    from .balance import BALANCE_POLICIES, BalanceInstance, Schedule, feasible, random_instance, solve_balance
+
+    _load_plugins(args)
+    if args.list_policies:
+        for name, pol in BALANCE_POLICIES.items():
+            params = ", ".join(f"{k}={v!r}" for k, v in pol.params.items())
+            print(f"{name:12s} [{pol.family}] {pol.description}" + (f" (parameters: {params})" if params else ""))
+        return 0
+    if args.random is not None:
+        if args.seed < 0:
+            raise ValidationError(f"--seed must be >= 0, got {args.seed}")
+        if args.instance is not None:
+            raise ValidationError("give an instance file or --random K, not both")
+        inst = random_instance(args.random, seed=args.seed)
+        if args.write:
+            inst.to_json(args.write)
+        elif args.policy is None:
+            print(inst.to_json())
+        if args.policy is None:
+            return 0
+    elif args.instance is None:
+        raise ValidationError("an instance file is required (or --random K, or --list-policies)")
+    else:
+        if args.write:
+            raise ValidationError("--write needs --random K")
+        inst = BalanceInstance.from_json(args.instance)
+    if args.check is not None:  # check a given schedule instead of solving
+        if args.policy is not None or args.set:
+            raise ValidationError("give --policy or --check SCHEDULE.json, not both")
+        try:
+            text = Path(args.check).read_text(encoding="utf-8")
+            sched = Schedule.from_dict(json.loads(text))
+        except OSError as e:
+            raise ValidationError(f"cannot read schedule file {args.check}: {e.strerror}") from None
+        except (ValueError, UnicodeDecodeError) as e:
+            if isinstance(e, ValidationError):
+                raise
+            raise ValidationError(f"schedule file {args.check} is not valid JSON") from None
+    elif args.policy is None:
+        raise ValidationError(f"--policy is required; one of {sorted(BALANCE_POLICIES)}")
+    else:
+        sched = solve_balance(inst, args.policy, **_policy_kwargs(args))
+    check = feasible(inst, sched)
+    if args.check is not None:
+        out = {"feasible": check.ok, "violations": list(check.violations), "served": sched.served,
+               "memory_bytes": check.memory_bytes}
+        if args.json:
+            _print_json(out)
+        else:
+            print("feasible" if check.ok else "infeasible: " + "; ".join(check.violations[:3]))
+        return 0 if check.ok else 1
+    out = {**sched.to_dict(), "num_users": inst.num_users, "feasible": check.ok, "memory_bytes": check.memory_bytes,
+           "memory_limit_bytes": inst.server.memory_bytes,
+           "completion_s": [None if c != c else c for c in check.completion_s]}
+    if args.json:
+        _print_json(out)
+    else:
+        print(f"{args.policy}: {sched.served} of {inst.num_users} users served ({sched.num_ad} AD, {sched.num_sd} SD), "
+              f"phi = {sched.phi:g}, memory {check.memory_bytes / 1e9:.3f} of {inst.server.memory_bytes / 1e9:.3f} GB")
+    return 0
+
+
 def _policy_options(parser) -> None:
     """Options that become policy parameters; a policy that does not declare one refuses it."""
     parser.add_argument("--draft-length", type=int, default=None, help="draft_length (fixed-length policies)")
@@ -367,6 +430,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="record timings on a busy machine (marked reliable: false) instead of refusing")
     m.add_argument("--json", action="store_true")
     m.set_defaults(func=cmd_measure)
+    b = sub.add_parser("balance", help="BALANCE: who is served by AD or SD on one edge server (notebook 09)")
+    b.add_argument("instance", nargs="?", help="instance JSON (format spinlib.balance/1)")
+    b.add_argument("--policy", help="a BALANCE policy (see --list-policies)")
+    b.add_argument("--list-policies", action="store_true")
+    b.add_argument("--check", metavar="SCHEDULE.json",
+                   help="check a schedule ({modes, phi}) for the instance instead of solving (exit 1 if infeasible)")
+    b.add_argument("--random", type=_bounded_int("--random", 100_000), default=None, metavar="K",
+                   help="a random instance of K users (spinlib.balance.random_instance) instead of a file")
+    b.add_argument("--seed", type=int, default=0, help="seed of --random")
+    b.add_argument("--write", metavar="FILE", help="write the --random instance to FILE")
+    b.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="a declared parameter of the policy (VALUE as JSON); repeatable")
+    b.add_argument("--plugin", action="append", metavar="FILE.py",
+                   help="a Python file that registers BALANCE policies (also $SPINLIB_PLUGINS)")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_balance)
     return p
 
 

@@ -145,3 +145,68 @@ def test_emulate(tmp_path):
     assert r.returncode == 2 and "rounds" in r.stderr
     r = run("emulate", str(s), "--rounds", "10")
     assert r.returncode == 2 and "--policy" in r.stderr
+
+
+def test_balance_random_instance_solve_and_check(tmp_path):
+    inst = tmp_path / "b.json"
+    r = run("balance", "--random", "12", "--seed", "4", "--write", str(inst))
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(inst.read_text())["users"]) == 12
+    out = {}
+    for pol in ("balance", "milp", "ad-only", "sd-only", "greedy", "exhaustive"):
+        args = ["--set", "phi_steps=5"] if pol not in ("ad-only", "sd-only") else []
+        if pol == "exhaustive":
+            continue  # 12 users: above its limit (refused below)
+        r = run("balance", str(inst), "--policy", pol, *args, "--json")
+        assert r.returncode == 0, (pol, r.stderr)
+        out[pol] = json.loads(r.stdout)
+        assert out[pol]["feasible"] and len(out[pol]["modes"]) == 12
+    assert out["balance"]["served"] == out["milp"]["served"] >= max(out["ad-only"]["served"], out["sd-only"]["served"])
+    r = run("balance", str(inst), "--policy", "exhaustive")
+    assert r.returncode == 2 and "at most 10 users" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    sched = tmp_path / "s.json"
+    sched.write_text(json.dumps({"modes": out["balance"]["modes"], "phi": out["balance"]["phi"]}))
+    r = run("balance", str(inst), "--check", str(sched), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["feasible"]
+    sched.write_text(json.dumps({"modes": ["SD"] * 12, "phi": 1.0}))
+    r = run("balance", str(inst), "--check", str(sched))
+    assert r.returncode == 1 and r.stdout.startswith("infeasible")
+
+
+@pytest.mark.parametrize("change, needle", [
+    (lambda d: d["server"].update(memory_bytes=-1), "server.memory_bytes must be in [1, 1e+15]"),
+    (lambda d: d["users"][1].update(deadline_s=0), "users[1].deadline_s must be in (0, 1e+06]"),
+    (lambda d: d["users"][0].update(alpha=1.5), "users[0].alpha must be in [0, 1)"),
+    (lambda d: d["users"][0].update(mode="AD"), "users[0] has an unknown field 'mode'"),
+])
+def test_balance_bad_instance_is_one_line(tmp_path, change, needle):
+    inst = tmp_path / "b.json"
+    assert run("balance", "--random", "3", "--write", str(inst)).returncode == 0
+    d = json.loads(inst.read_text())
+    change(d)
+    inst.write_text(json.dumps(d))
+    r = run("balance", str(inst), "--policy", "balance")
+    assert r.returncode == 2 and needle in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_balance_bad_arguments_are_one_line(tmp_path):
+    inst = tmp_path / "b.json"
+    assert run("balance", "--random", "3", "--write", str(inst)).returncode == 0
+    sched = tmp_path / "s.json"
+    sched.write_text(json.dumps({"modes": ["AD", "XD", "off"], "phi": 0.5}))
+    for args, needle in [
+        (["--check", str(sched)], "modes[1] must be one of ('off', 'AD', 'SD'), got 'XD'"),
+        (["--policy", "balanse"], "policy must be one of"),
+        (["--policy", "balance", "--set", "phi_step=4"], "takes no parameter 'phi_step'"),
+        (["--policy", "balance", "--set", "phi_steps=0"], "phi_steps must be an integer in [1, 1000]"),
+        (["--policy", "milp", "--set", "time_limit_s=-1"], "time_limit_s must be in (0, 1e6]"),
+        ([], "--policy is required"),
+    ]:
+        r = run("balance", str(inst), *args)
+        assert r.returncode == 2 and needle in r.stderr, (args, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    for args, needle in [(["--random", "0"], "--random must be >= 1"), (["--random", "3", "--seed", "-1"], "--seed"),
+                         ([str(tmp_path / "missing.json"), "--policy", "balance"], "cannot read instance file")]:
+        r = run("balance", *args)
+        assert r.returncode == 2 and needle in r.stderr, (args, r.stderr)

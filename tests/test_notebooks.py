@@ -27,6 +27,7 @@ EXPECTED = {
                                                           "07_fading", "07_timeline"]),
     "08_extending": (["08_extending"], ["08_user_policy_sweep", "08_alpha_spread_sweep", "08_acceptance_profile",
                                         "08_explorer"]),
+    "09_balance": (["09_balance"], ["09_served_sweeps", "09_who_gets_sd", "09_radio", "09_solve_times", "09_ratio"]),
 }
 
 

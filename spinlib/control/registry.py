@@ -71,7 +71,10 @@ class Policy:
 POLICIES: dict[str, Policy] = {}
 
 
-def _declared_params(name: str, fn: Callable) -> dict:
+def declared_params(name: str, fn: Callable) -> dict:
+    """``{parameter: default}`` of ``fn(first, **params)``: every parameter after the first, each with a
+    default and none of them ``*args``/``**kwargs`` (else a TypeError naming the policy ``name``).
+    Shared by every registry of policies (paper 1/2 policies, BALANCE, online controllers)."""
     sig = inspect.signature(fn)
     items = list(sig.parameters.values())
     if not items or items[0].kind not in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
@@ -114,7 +117,7 @@ def register_policy(name: str, description: str, *, family: str = "user", max_us
                 (getattr(fn, "__module__", None), getattr(fn, "__qualname__", None))
             if not same_def:  # re-running a notebook cell re-registers the same definition: allowed
                 raise ValidationError(f"policy {name!r} is already registered; pass replace=True to overwrite it")
-        POLICIES[name] = Policy(name, fn, description, _declared_params(name, fn), family, max_users)
+        POLICIES[name] = Policy(name, fn, description, declared_params(name, fn), family, max_users)
         return fn
 
     return deco

@@ -1,0 +1,130 @@
+"""Experiments of notebook 09 (BALANCE): sweeps, the ratio campaign and the solve-time ladder.
+
+Every function draws its instances from one ``numpy`` Generator seeded by ``seed`` and returns
+plain records (lists of dicts) so that :func:`spinlib.cache.cached_call` can store them.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..timing import measure
+from .instances import random_instance
+from .model import feasible
+from .registry import solve_balance
+from .solvers import greedy_counterexample
+from .wireless import wireless_instance
+
+SWEEP_POLICIES = ("balance", "ad-only", "sd-only", "greedy", "milp")
+_GRID_POLICIES = ("balance", "greedy", "milp", "exhaustive")
+
+
+def _kwargs(policy: str, phi_steps: int) -> dict:
+    return {"phi_steps": phi_steps} if policy in _GRID_POLICIES else {}
+
+
+def _instance(knob: str, value, K: int, rng, base_kwargs: dict):
+    kw = dict(base_kwargs)
+    if knob == "num_users":
+        K = int(value)
+    elif knob == "memory_gb":
+        kw["memory_gb"] = float(value)
+    elif knob == "deadline_scale":  # every per-token budget scaled by `value`
+        lo, hi = kw.pop("token_budget_ms", (8.0, 40.0))
+        kw["token_budget_ms"] = (lo * value, hi * value)
+    elif knob == "bandwidth_mhz":
+        return wireless_instance(K, int(rng.integers(1 << 31)), bandwidth_hz=float(value) * 1e6, **kw)
+    else:
+        raise ValueError(f"unknown knob {knob!r}")
+    return random_instance(K, rng, **kw)
+
+
+def served_sweep(knob: str, values, n_seeds: int, seed: int, num_users: int = 100, milp_max_users: int = 60,
+                 phi_steps: int = 20, policies=SWEEP_POLICIES, **instance_kwargs) -> list[dict]:
+    """Users served by each policy on ``n_seeds`` random instances per ``knob`` value.
+
+    Knobs: ``num_users`` (K), ``memory_gb``, ``deadline_scale`` (per-token budgets x value) and
+    ``bandwidth_mhz`` (uplink band of :func:`~spinlib.balance.wireless.wireless_instance`; the
+    ``instance_kwargs`` then go there). Common random numbers: draw ``i`` uses the Generator seeded by
+    ``(seed, i)`` at every value, so that the memory, deadline and bandwidth sweeps change only their
+    knob on the same users. The MILP runs where K <= ``milp_max_users``. Each record:
+    knob value, seed index, K, and per policy the count served, AD/SD split and phi; every schedule
+    is re-checked with :func:`~spinlib.balance.model.feasible`.
+    """
+    out = []
+    for v in values:
+        for i in range(n_seeds):
+            inst = _instance(knob, v, num_users, np.random.default_rng([seed, i]), instance_kwargs)
+            rec = {"x": float(v), "seed": i, "K": inst.num_users}
+            for p in policies:
+                if p == "milp" and inst.num_users > milp_max_users:
+                    continue
+                s = solve_balance(inst, p, **_kwargs(p, phi_steps))
+                if not feasible(inst, s).ok:
+                    raise AssertionError(f"{p} returned an infeasible schedule")
+                rec[p] = s.served
+                rec[f"{p}_ad"], rec[f"{p}_sd"], rec[f"{p}_phi"] = s.num_ad, s.num_sd, s.phi
+                if p == "milp":
+                    rec["milp_certified"] = bool(s.info["certified"])
+            out.append(rec)
+    return out
+
+
+def who_is_served(num_users: int, seed: int, phi_steps: int = 20, **instance_kwargs) -> list[dict]:
+    """One instance's users (alpha, per-token budget, memory, mode under ``balance``)."""
+    inst = random_instance(num_users, seed, **instance_kwargs)
+    s = solve_balance(inst, "balance", phi_steps=phi_steps)
+    budget = (inst.deadline - inst.comm) / inst.n
+    return [{"alpha": float(inst.alpha[k]), "budget_s_per_token": float(budget[k]), "kv_ad_gb": inst.kv_ad[k] / 1e9,
+             "output_tokens": int(inst.n[k]), "mode": s.modes[k], "phi": s.phi} for k in range(num_users)]
+
+
+def ratio_campaign(n_instances: int, seed: int, k_max: int = 30, phi_steps: int = 20) -> list[dict]:
+    """``served`` of every policy and of the MILP on ``n_instances`` default random instances (K ~ U{1..k_max})."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n_instances):
+        inst = random_instance(int(rng.integers(1, k_max + 1)), rng)
+        rec = {"i": i, "K": inst.num_users}
+        for p in ("milp", "balance", "greedy", "ad-only", "sd-only"):
+            s = solve_balance(inst, p, **_kwargs(p, phi_steps))
+            rec[p] = s.served
+            if p == "milp":
+                rec["milp_certified"] = bool(s.info["certified"])
+        out.append(rec)
+    return out
+
+
+def counterexample_counts(K: int) -> dict:
+    """``served`` by ``greedy``, ``balance`` and ``milp`` on :func:`greedy_counterexample` ``(K)``."""
+    inst = greedy_counterexample(K)
+    return {p: solve_balance(inst, p).served for p in ("greedy", "balance", "milp")}
+
+
+def solve_time_ladder(algo_sizes, milp_sizes, phi_steps: int = 20, repeats: int = 3, milp_stop_s: float = 20.0):
+    """Median solve times [s] (:func:`spinlib.timing.measure`) of ``balance`` and ``milp`` on
+    ``random_instance(K, seed=K)``; the MILP ladder stops after a median above ``milp_stop_s``."""
+    rows = []
+    for K in algo_sizes:
+        inst = random_instance(K, seed=K)
+        t = measure(lambda: solve_balance(inst, "balance", phi_steps=phi_steps), repeats=repeats, warmup=1)
+        s = solve_balance(inst, "balance", phi_steps=phi_steps)
+        rows.append({"K": K, "solver": "balance", "wall_median_s": t.median_s, "wall_q25_s": t.q25_s,
+                     "wall_q75_s": t.q75_s, "served": s.served, "membership_tests": s.info["membership_tests"]})
+    for K in milp_sizes:
+        inst = random_instance(K, seed=K)
+        t0 = time.perf_counter()
+        s = solve_balance(inst, "milp", phi_steps=phi_steps)
+        probe = time.perf_counter() - t0
+        t = measure(lambda: solve_balance(inst, "milp", phi_steps=phi_steps), repeats=repeats if probe < 2 else 1,
+                    warmup=0)
+        rows.append({"K": K, "solver": "milp", "wall_median_s": t.median_s, "wall_q25_s": t.q25_s,
+                     "wall_q75_s": t.q75_s, "served": s.served, "membership_tests": None})
+        if t.median_s > milp_stop_s:
+            break
+    return rows
+
+
+__all__ = ["SWEEP_POLICIES", "served_sweep", "who_is_served", "ratio_campaign", "counterexample_counts",
+           "solve_time_ladder"]
