@@ -30,6 +30,7 @@ import json
 import os
 import platform
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -175,8 +176,12 @@ class Run:
         if after.busy_processes:
             reasons.append(f"after: {len(after.busy_processes)} other busy process(es): "
                            f"{', '.join(after.busy_processes[:4])}")
+        git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True,  # noqa: E731
+                                        cwd=Path(__file__).resolve().parents[1]).stdout.strip()
         doc = {
             "benchmark": self.name, "schema": SCHEMA, "quick": bool(self.args.quick),
+            "commit": git("rev-parse", "HEAD") or None,
+            "uncommitted_changes": bool(git("status", "--porcelain", "--", "spinlib", "benchmarks")),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
             "machine": platform.platform(), "processor": platform.processor() or platform.machine(),
             "cores": os.cpu_count(), "python": platform.python_version(), "threads": self.threads,

@@ -100,15 +100,18 @@ def _esc(text: str) -> str:
 
 
 def conditions(doc: dict) -> str:
-    """One line: machine, cores, threads, date, the load checks' verdict, a quick run flagged."""
+    """One line: machine, cores, threads, date, the code's commit, the load checks' verdict, a quick run flagged."""
     load = "reliable (quiet before, during and after)" if doc.get("reliable") else \
         f"**unreliable**: {_esc(doc.get('reliability', 'no load check recorded'))}"
     during = doc.get("load_during", {})
     other = f", other processes {num(during['other_cores'])} cores during the run" if "other_cores" in during else ""
     quick = "**quick run (small sizes, not the benchmark)**; " if doc.get("quick") else ""
+    commit = doc.get("commit")
+    code = (f"commit `{commit[:7]}`" + (" with uncommitted changes" if doc.get("uncommitted_changes") else "")
+            if commit else "commit not recorded")
     return (f"Conditions: {quick}{_esc(doc.get('processor', '?'))}, {doc.get('cores', '?')} cores, "
-            f"{doc.get('threads', '?')} torch threads, Python {doc.get('python', '?')}, {doc.get('date', '?')}{other}; "
-            f"load: {load}.")
+            f"{doc.get('threads', '?')} torch threads, Python {doc.get('python', '?')}, {doc.get('date', '?')}, "
+            f"{code}{other}; load: {load}.")
 
 
 def _k(K: int) -> str:
