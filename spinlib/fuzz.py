@@ -10,6 +10,7 @@ contract. Used by ``tests/test_fuzz.py`` (a CI-sized share) and ``benchmarks/fuz
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import math
@@ -61,7 +62,7 @@ def apply(doc, muts):
         elif op == "rename" and isinstance(parent, dict):
             parent[str(key) + "_"] = parent.pop(key)
         elif op == "retype":
-            parent[key] = RETYPES[vi % len(RETYPES)]
+            parent[key] = copy.deepcopy(RETYPES[vi % len(RETYPES)])  # never share (or later mutate) the template
         else:
             numeric = [p for p in ps if isinstance(_parent(doc, p)[p[-1]], (int, float))
                        and not isinstance(_parent(doc, p)[p[-1]], bool)]

@@ -86,3 +86,20 @@ def test_random_bytes_are_one_line_errors(blob, cmd):
             argv = ["evaluate", str(good), "--allocation", str(junk), "--json"]
         res = run_cli(argv)
     assert check_outcome(*res) is None, (blob, cmd, check_outcome(*res))
+
+
+def test_mutations_never_share_or_corrupt_their_templates():
+    """Retyped values are copies: a later mutation cannot change the template list or build a cycle
+    (the campaign once died of a RecursionError from a list nested into itself)."""
+    import copy
+    import json
+
+    from spinlib.fuzz import RETYPES, apply
+
+    before = copy.deepcopy(RETYPES)
+    doc = {"a": [1, 2], "b": {"c": 3}}
+    for vi in range(len(RETYPES)):
+        for pi in range(6):
+            out = apply(doc, [("retype", pi, vi), ("retype", pi + 1, vi), ("rename", pi + 2, 0), ("drop", pi, 0)])
+            json.dumps(out)  # no cycle
+    assert RETYPES == before and doc == {"a": [1, 2], "b": {"c": 3}}
