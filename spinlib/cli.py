@@ -1,4 +1,4 @@
-"""Command line: ``python -m spinlib {scenario, evaluate, solve, emulate, pairs, generate, measure, balance}``.
+"""Command line: ``python -m spinlib {scenario, evaluate, solve, emulate, pairs, generate, measure, balance, arena}``.
 
 Errors in files or values print one line on stderr (``spinlib: error: ...``) and exit with 2.
 """
@@ -446,6 +446,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a Python file that registers BALANCE policies (also $SPINLIB_PLUGINS)")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_balance)
+    from .online.cli import add_arena_parser, cmd_arena  # notebook 10: online controllers on identical inputs
+
+    add_arena_parser(sub).set_defaults(func=cmd_arena)
     return p
 
 

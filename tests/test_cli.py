@@ -210,3 +210,24 @@ def test_balance_bad_arguments_are_one_line(tmp_path):
                          ([str(tmp_path / "missing.json"), "--policy", "balance"], "cannot read instance file")]:
         r = run("balance", *args)
         assert r.returncode == 2 and needle in r.stderr, (args, r.stderr)
+
+
+def test_arena_command_runs_and_refuses_bad_input(capsys):
+    """``python -m spinlib arena`` (notebook 10): JSON per controller; bad input is one line, exit 2."""
+    import json as _json
+
+    from spinlib.cli import main
+
+    assert main(["arena", "--rounds", "60", "--users", "2", "--seeds", "2", "--controllers",
+                 "ucb-specstop,fixed:L=2", "--json"]) == 0
+    raw = capsys.readouterr().out
+    out = _json.loads(raw)
+    assert "NaN" not in raw and "Infinity" not in raw  # two seeds: no interval, null rather than NaN
+    text = _json.dumps(out)
+    assert "ucb-specstop" in text and "fixed:L=2" in text and "tokens_per_s" in text
+    assert all(r["tokens_per_s"]["ci95"] is None and r["tokens_per_s"]["mean"] > 0 for r in out["controllers"])
+    for argv in (["arena", "--controllers", "nope"], ["arena", "--rounds", "-3"],
+                 ["arena", "--controllers", "gelato:V=-1"], ["arena", "--controllers", "fixed:L=2,zzz=1"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err, (argv, err)

@@ -1,0 +1,66 @@
+"""The device's energy per round (GELATO, arXiv 2605.10124; our model, controllers.md "Chosen").
+
+    E(L) = L e_d + p_tx L S / R + p_idle (t0 + t1 (L + 1) + D)     [J]
+
+``e_d`` [J/token] is the energy of drafting one token (device power times its draft time),
+``p_tx`` [W] the transmit power during the upload of ``L S`` bits at rate ``R`` [bit/s], and
+``p_idle`` [W] what the device draws while it waits for verification and the delay.
+
+Presets from public nominal figures (ours to choose, not measurements): a phone SoC drawing
+about 3 W while running a small model, and an NVIDIA Jetson Orin Nano in its 7 W power mode;
+``p_tx = 0.2 W`` is the 23 dBm maximum output of a 3GPP power-class-3 handset; idle power
+0.3 W for both. ``e_d = P_device t_d`` is formed with the scenario's draft time ``t_d``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..scenario import ValidationError, check_nonnegative
+
+
+@dataclass(frozen=True)
+class EnergyModel:
+    """``E(L) = L e_d + p_tx L S / R + p_idle (t0 + t1 (L + 1) + D)`` (module docstring).
+
+    Parameters
+    ----------
+    draft_j_per_token : float
+        ``e_d`` [J/token], >= 0.
+    tx_power_w : float
+        ``p_tx`` [W], >= 0.
+    idle_power_w : float
+        ``p_idle`` [W], >= 0.
+    """
+
+    draft_j_per_token: float
+    tx_power_w: float = 0.2
+    idle_power_w: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("draft_j_per_token", "tx_power_w", "idle_power_w"):
+            check_nonnegative(name, getattr(self, name))
+
+    def round_energy(self, L, upload_s, wait_s):
+        """``E`` [J] of rounds drafting ``L`` tokens, uploading for ``upload_s`` and waiting ``wait_s`` [s]."""
+        return (np.asarray(L, float) * self.draft_j_per_token + self.tx_power_w * np.asarray(upload_s, float)
+                + self.idle_power_w * np.asarray(wait_s, float))
+
+
+#: name -> (device power while drafting [W], transmit power [W], idle power [W], source)
+ENERGY_PRESETS = {
+    "phone-soc": (3.0, 0.2, 0.3, "phone SoC ~3 W under a small-model load (nominal); 23 dBm class-3 uplink"),
+    "orin-nano-7w": (7.0, 0.2, 0.3, "NVIDIA Jetson Orin Nano 7 W power mode (nominal); 23 dBm class-3 uplink"),
+}
+
+
+def energy_preset(name: str, t_d: float) -> EnergyModel:
+    """The :data:`ENERGY_PRESETS` entry ``name`` with ``e_d = P_device t_d`` [J/token]."""
+    if name not in ENERGY_PRESETS:
+        raise ValidationError(f"energy preset must be one of {sorted(ENERGY_PRESETS)}, got {name!r}")
+    p_dev, p_tx, p_idle, _ = ENERGY_PRESETS[name]
+    return EnergyModel(p_dev * float(t_d), p_tx, p_idle)
+
+
+__all__ = ["EnergyModel", "ENERGY_PRESETS", "energy_preset"]

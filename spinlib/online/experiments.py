@@ -1,0 +1,174 @@
+"""Experiments of notebook 10 (JSON-able results, for :func:`spinlib.cache.cached_call`).
+
+Timings of a pair are the medians of its committed measurements (``data/measurements``: draft
+seconds per token and the verification fit ``t0 + t1 N`` on this machine's CPU); token streams
+are its committed traces (``data/traces``), one stream per task group.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from ..scenario import ValidationError
+from .arena import ArenaConfig, Delay, Stream, mean_ci, run_arena
+from .energy import energy_preset
+from .registry import cspec
+from .stopping import (RoundCosts, brute_force_length, critical_delay, critical_delay_iid, iid_survival,
+                       large_delay_length, optimal_stopping)
+from .traces import load_pair_traces
+
+
+def pair_timings(pair: str) -> dict:
+    """``{"t_d", "t0", "t1"}`` [s]: medians over the pair's committed measurement summaries."""
+    from ..paths import DATA
+
+    files = sorted((DATA / "measurements" / pair).glob("*.summary.json"))
+    if not files:
+        raise ValidationError(f"no committed measurements of pair {pair!r} under data/measurements")
+    tim = [json.loads(f.read_text())["timing"] for f in files]
+    return {"t_d": float(np.median([t["draft_s_per_token"] for t in tim])),
+            "t0": float(np.median([t["verify_t0_s"] for t in tim])),
+            "t1": float(max(np.median([t["verify_t1_s"] for t in tim]), 0.0))}
+
+
+def pair_streams(pair: str) -> list[Stream]:
+    return [Stream.from_traces(tr, f"{pair}/{task}") for task, tr in load_pair_traces(pair).items()]
+
+
+def pooled_survival(pair: str, L_max: int) -> np.ndarray:
+    """Survival over every start position of every task stream of the pair."""
+    runs = np.concatenate([s.cyclic_runs(L_max + 1) for s in pair_streams(pair)])
+    return np.array([1.0] + [float(np.mean(runs >= i)) for i in range(1, L_max + 1)])
+
+
+def critical_delay_study(pairs, D_grid_s, L_max: int = 12) -> dict:
+    """Per pair: the closed-form critical delay (empirical profile and i.i.d. fit ``alpha = S(1)``),
+    and the brute-force optimum ``L*(D)`` on a delay grid with the grid's flip point."""
+    out = {}
+    for pair in pairs:
+        tim = pair_timings(pair)
+        S = pooled_survival(pair, L_max)
+        base = RoundCosts(tim["t_d"], tim["t0"], tim["t1"], 0.0)
+        L_star = [brute_force_length(S, RoundCosts(tim["t_d"], tim["t0"], tim["t1"], float(D)))[0] for D in D_grid_s]
+        above = [D for D, L in zip(D_grid_s, L_star) if L >= 2]
+        out[pair] = {"timings": tim, "survival": S.tolist(), "alpha": float(S[1]),
+                     "D_c_profile_s": critical_delay(S, base), "D_c_iid_s": critical_delay_iid(float(S[1]), base),
+                     "D_grid_s": [float(d) for d in D_grid_s], "L_star": L_star,
+                     "grid_flip_s": float(min(above)) if above else None}
+    return out
+
+
+def log_growth_study(pairs, D_values_s, L_cap: int = 400) -> dict:
+    """``L*(D)`` of the i.i.d. fit of each pair (``alpha = S(1)``) for large delays, the least-squares
+    slope of ``L*`` against ``ln D`` and the law's slope ``1 / ln(1/alpha)``."""
+    out = {}
+    for pair in pairs:
+        tim = pair_timings(pair)
+        alpha = float(pooled_survival(pair, 2)[1])
+        S = iid_survival(alpha, L_cap)
+        L = [optimal_stopping(S, RoundCosts(tim["t_d"], tim["t0"], tim["t1"], float(D)))[0] for D in D_values_s]
+        law = [float(large_delay_length(alpha, tim["t0"] + tim["t1"] + D, tim["t_d"] + tim["t1"])) for D in D_values_s]
+        slope = float(np.polyfit(np.log(D_values_s), L, 1)[0])
+        out[pair] = {"alpha": alpha, "D_s": [float(d) for d in D_values_s], "L_star": L, "law": law,
+                     "fitted_slope": slope, "law_slope": 1.0 / math.log(1.0 / alpha)}
+    return out
+
+
+def _curve_stats(curves: np.ndarray, points) -> dict:
+    sub = curves[:, points]
+    return {"rounds": [int(p) + 1 for p in points], "mean": sub.mean(0).tolist(),
+            "lo": np.quantile(sub, 0.025, axis=0).tolist(), "hi": np.quantile(sub, 0.975, axis=0).tolist()}
+
+
+def regret_study(pair: str, controllers, *, rounds: int, users: int, n_seeds: int, seed: int, delay_kind: str,
+                 delay_s: float, L_max: int = 8) -> dict:
+    """The learners and the field's rules on the pair's traces with a random delay: per controller the
+    mean (and 95 % bootstrap interval over seeds) of every arena metric, and regret curves."""
+    tim = pair_timings(pair)
+    cfg = ArenaConfig(rounds=rounds, users=users, L_max=L_max, delay=Delay(delay_kind, delay_s), **tim)
+    res = run_arena(controllers, pair_streams(pair), cfg, seed=seed, n_seeds=n_seeds)
+    points = np.unique(np.geomspace(1, rounds, 40).astype(int) - 1)
+    summ = res.summary()
+    return {"timings": tim, "labels": res.labels, "rows": res.rows,
+            "summary": {lab: summ.loc[lab].to_dict() for lab in res.labels},
+            "regret_fixed": {lab: _curve_stats(res.regret_fixed[lab], points) for lab in res.labels},
+            "regret_clairvoyant": {lab: _curve_stats(res.regret_clairvoyant[lab], points) for lab in res.labels},
+            "best_fixed_L": res.best_fixed_L}
+
+
+def best_feasible_mixture(N, T, E, budget: float) -> tuple[float, tuple]:
+    """Best throughput of a time-sharing of two fixed lengths under an average energy per round.
+
+    ``N, T, E`` [L_max]: mean tokens, seconds and joules per round of each fixed length. A share
+    ``p`` of rounds at ``a`` and ``1 - p`` at ``b`` yields ``(p N_a + (1-p) N_b) / (p T_a + (1-p) T_b)``
+    tokens/s at ``p E_a + (1-p) E_b`` J per round; the best feasible pair (the budget tight when it
+    binds) is returned with ``(a, b, p)`` (lengths 1-based). ``(nan, ())`` when even the cheapest
+    length exceeds the budget.
+    """
+    N, T, E = (np.asarray(x, float) for x in (N, T, E))
+    best, arg = -math.inf, ()
+    for a in range(N.size):
+        for b in range(N.size):
+            if E[a] <= budget and E[b] <= budget:
+                ps = [1.0]
+            elif E[a] <= budget < E[b]:
+                ps = [(E[b] - budget) / (E[b] - E[a])]
+            else:
+                continue
+            for p in ps:
+                th = (p * N[a] + (1 - p) * N[b]) / (p * T[a] + (1 - p) * T[b])
+                if th > best:
+                    best, arg = th, (a + 1, b + 1, float(p))
+    return (best if arg else math.nan), arg
+
+
+def gelato_study(pair: str, *, V_values, budget_fractions, V_front: float, eta: float, rounds: int, users: int,
+                 n_seeds: int, seed: int, delay_s: float, L_max: int = 8, energy: str = "phone-soc",
+                 fading: str = "rayleigh") -> dict:
+    """GELATO on the pair's traces under a Rayleigh-faded uplink: the V sweep at the middle budget, the
+    energy-throughput front over budgets, and every fixed length (for the feasible mixture).
+
+    Budgets are fractions of the way from the energy per round of ``L = 1`` to that of the fixed length
+    with the highest throughput (below it the budget binds).
+    """
+    from ..emulator.fading import Fading
+
+    tim = pair_timings(pair)
+    em = energy_preset(energy, tim["t_d"])
+    streams = pair_streams(pair)
+    common = dict(rounds=rounds, users=users, L_max=L_max, delay=Delay("exponential", delay_s), energy=em,
+                  fading=Fading(fading), bits_per_token=16.0 * 128, bandwidth_hz=2e5, snr_db=5.0, **tim)
+    fixed = run_arena([cspec("fixed", L=L) for L in range(1, L_max + 1)], streams, ArenaConfig(**common), seed=seed,
+                      n_seeds=n_seeds, oracles=False)
+    fs = fixed.summary()
+    N = [fs.loc[f"fixed:L={L}", "tokens_per_round"] for L in range(1, L_max + 1)]
+    T = [fs.loc[f"fixed:L={L}", "round_time_s"] for L in range(1, L_max + 1)]
+    E = [fs.loc[f"fixed:L={L}", "energy_per_round_j"] for L in range(1, L_max + 1)]
+    out = {"timings": tim, "energy_model": {"draft_j_per_token": em.draft_j_per_token, "tx_power_w": em.tx_power_w,
+                                            "idle_power_w": em.idle_power_w},
+           "fixed": {"N": N, "T": T, "E": E, "tokens_per_s": [fs.loc[f"fixed:L={L}", "tokens_per_s"]
+                                                             for L in range(1, L_max + 1)]},
+           "budgets": {}}
+    for frac in budget_fractions:
+        L_best = int(np.argmax(out["fixed"]["tokens_per_s"]))
+        budget = float(E[0] + frac * (E[L_best] - E[0]))
+        best, arg = best_feasible_mixture(N, T, E, budget)
+        Vs = V_values if frac == budget_fractions[len(budget_fractions) // 2] else [V_front]
+        specs = [cspec("gelato", V=V, eta=eta) for V in Vs] + [cspec("lyapunov-only", V=V_front),
+                                                             cspec("entropy-only", eta=eta),
+                                                             cspec("fixed", L=4), cspec("fixed", L=0)]
+        if V_front not in Vs:
+            specs.insert(0, cspec("gelato", V=V_front, eta=eta))
+        res = run_arena(specs, streams, ArenaConfig(energy_budget_j=budget, **common), seed=seed, n_seeds=n_seeds,
+                        oracles=False)
+        summ = res.summary()
+        out["budgets"][str(frac)] = {"budget_j": budget, "best_feasible_mixture_tokens_per_s": best,
+                                     "mixture": list(arg), "V_values": list(Vs),
+                                     "summary": {lab: summ.loc[lab].to_dict() for lab in res.labels}}
+    return out
+
+
+__all__ = ["pair_timings", "pair_streams", "pooled_survival", "critical_delay_study", "log_growth_study",
+           "regret_study", "best_feasible_mixture", "gelato_study"]

@@ -1,0 +1,225 @@
+"""The open registry of online controllers: a controller is one class registered by a decorator.
+
+An online controller decides each round's draft length for ``K`` users at once (arrays ``[K]``).
+It subclasses :class:`Controller` and declares its parameters as keyword arguments (with
+defaults) of ``__init__(self, env, ...)``; :func:`make_controller` passes only those and refuses any
+other with one line, as :func:`spinlib.control.registry.solve` does for policies. Add one from
+your own file or notebook, without touching ``spinlib``::
+
+    from spinlib.online import Controller, register_controller
+
+    @register_controller("always-two", "drafts 2 tokens every round")
+    class AlwaysTwo(Controller):
+        def __init__(self, env, L: int = 2):
+            super().__init__(env)
+            self.L = L
+
+        def choose(self, ctx):
+            return np.full(self.env.K, self.L)
+
+    run_arena(["always-two", "ucb-specstop"], streams, config)
+
+The round (:mod:`spinlib.online.arena`): ``choose(ctx) -> L_ref [K]`` before drafting (``ctx`` holds
+the round index and the current uplink rate), ``stop(ctx, L_ref) -> L [K]`` while drafting (the
+draft's per-position confidence and entropy, ``ctx.top_prob`` and ``ctx.entropy`` ``[K, L_max]``,
+may end the round early), then ``update(out)`` with what the round realised (``out.L``,
+``out.A``, ``out.N``, ``out.T``, ``out.E``, ``out.D``, ``out.rate``, all ``[K]``).
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..scenario import ValidationError
+
+FAMILIES = ("specstop", "anchor", "gelato", "oracle", "multi-user", "user")
+
+
+@dataclass(frozen=True)
+class Env:
+    """What a controller knows of the system before the first round (the arena builds it).
+
+    Parameters
+    ----------
+    K : int
+        Users.
+    L_max : int
+        Largest draft length.
+    t_d, t0, t1 : float
+        Drafting [s/token] and verification ``t0 + t1 (L + 1)`` [s, s/token] times.
+    mean_delay_s : float
+        Mean communication delay per round [s] (its realisations are not known in advance).
+    bits_per_token : float
+        Uplink bits per drafted token.
+    energy : EnergyModel
+        The device's energy model (:mod:`spinlib.online.energy`).
+    energy_budget_j : float
+        Average energy allowed per round [J].
+    rng : numpy.random.Generator
+        The controller's own generator (spawned from the arena's one).
+    survival : float array [K, L_max + 1] or None
+        The streams' true prefix survival ``S_k(i)`` (for oracle controllers only).
+    """
+
+    K: int
+    L_max: int
+    t_d: float
+    t0: float
+    t1: float
+    mean_delay_s: float
+    bits_per_token: float
+    energy: Any
+    energy_budget_j: float
+    rng: np.random.Generator
+    survival: np.ndarray | None = None
+
+
+class Controller:
+    """Base class: a fixed length ``L_max`` unless ``choose``/``stop``/``update`` are overridden."""
+
+    def __init__(self, env: Env):
+        self.env = env
+
+    def choose(self, ctx) -> np.ndarray:
+        """Reference length ``L_ref [K]`` (ints in ``1..L_max``) before drafting."""
+        return np.full(self.env.K, self.env.L_max)
+
+    def stop(self, ctx, L_ref: np.ndarray) -> np.ndarray:
+        """Drafted length ``L [K]`` (``<= L_ref``), from what the draft sees while drafting."""
+        return L_ref
+
+    def update(self, out) -> None:
+        """Learn from the realised round ``out``."""
+
+
+@dataclass(frozen=True)
+class ControllerEntry:
+    name: str
+    cls: type
+    description: str
+    params: dict
+    family: str = "user"
+
+
+CONTROLLERS: dict[str, ControllerEntry] = {}
+
+
+def _declared(name: str, cls) -> dict:
+    items = list(inspect.signature(cls.__init__).parameters.values())[2:]  # self, env
+    params = {}
+    for p in items:
+        if p.kind in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL):
+            raise TypeError(f"controller {name!r}: {cls.__qualname__}.__init__ takes *args/**kwargs; declare each "
+                            "parameter by name so that unknown ones can be refused")
+        if p.default is inspect.Parameter.empty:
+            raise TypeError(f"controller {name!r}: parameter {p.name!r} needs a default")
+        params[p.name] = p.default
+    return params
+
+
+def register_controller(name: str, description: str, *, family: str = "user", replace: bool = False):
+    """Class decorator: register a :class:`Controller` subclass as ``name`` (module docstring)."""
+    if not isinstance(name, str) or not name or any(c.isspace() or c in ":,=" for c in name):
+        raise ValidationError(f"controller name must be a non-empty string without spaces, ':', ',' or '=', "
+                              f"got {name!r}")
+    if family not in FAMILIES:
+        raise ValidationError(f"family must be one of {FAMILIES}, got {family!r}")
+
+    def deco(cls):
+        if not (isinstance(cls, type) and issubclass(cls, Controller)):
+            raise TypeError(f"controller {name!r} must be a subclass of spinlib.online.Controller")
+        old = CONTROLLERS.get(name)
+        if old is not None and not replace and (old.cls.__module__, old.cls.__qualname__) != \
+                (cls.__module__, cls.__qualname__):
+            raise ValidationError(f"controller {name!r} is already registered; pass replace=True to overwrite it")
+        CONTROLLERS[name] = ControllerEntry(name, cls, description, _declared(name, cls), family)
+        return cls
+
+    return deco
+
+
+def get_controller(name: str) -> ControllerEntry:
+    """The registered controller ``name``, or one line listing the registered names."""
+    if not isinstance(name, str) or name not in CONTROLLERS:
+        raise ValidationError(f"controller must be one of {sorted(CONTROLLERS)}, got {name!r}")
+    return CONTROLLERS[name]
+
+
+def controller_names(family: str | None = None) -> list[str]:
+    return [n for n, c in CONTROLLERS.items() if family is None or c.family == family]
+
+
+def check_controller_params(name: str, params: dict) -> None:
+    entry = get_controller(name)
+    for key in params:
+        if key not in entry.params:
+            allowed = ", ".join(entry.params) or "none"
+            raise ValidationError(f"controller {name!r} takes no parameter {key!r} (its parameters: {allowed})")
+
+
+def make_controller(name: str, env: Env, **params) -> Controller:
+    """An instance of the registered controller ``name`` with its declared ``params``."""
+    check_controller_params(name, params)
+    return get_controller(name).cls(env, **params)
+
+
+@dataclass(frozen=True)
+class ControllerSpec:
+    """A controller to run: its registered name, parameters and the label it is reported under."""
+
+    name: str
+    params: tuple = ()
+    label: str = ""
+
+    @property
+    def kwargs(self) -> dict:
+        return dict(self.params)
+
+    @property
+    def title(self) -> str:
+        if self.label:
+            return self.label
+        if not self.params:
+            return self.name
+        return self.name + ":" + ",".join(f"{k}={v}" for k, v in self.params)
+
+
+def cspec(name: str, label: str = "", **params) -> ControllerSpec:
+    """A :class:`ControllerSpec` (checked now: unknown names and parameters are one line)."""
+    check_controller_params(name, params)
+    return ControllerSpec(name, tuple(sorted(params.items())), label)
+
+
+def parse_spec(text: str) -> ControllerSpec:
+    """``"name"`` or ``"name:key=value,key=value"`` (values parsed as int, float or string)."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError(f"controller spec must be 'name' or 'name:key=value,...', got {text!r}")
+    name, _, rest = text.strip().partition(":")
+    params = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, val = item.partition("=")
+        if not eq or not key:
+            raise ValidationError(f"controller spec {text!r}: parameter {item!r} must be key=value")
+        for conv in (int, float):
+            try:
+                val = conv(val)
+                break
+            except ValueError:
+                continue
+        params[key.strip()] = val
+    return cspec(name, **params)
+
+
+def as_spec(x) -> ControllerSpec:
+    if isinstance(x, ControllerSpec):
+        check_controller_params(x.name, x.kwargs)
+        return x
+    return parse_spec(x)
+
+
+__all__ = ["FAMILIES", "Env", "Controller", "ControllerEntry", "CONTROLLERS", "register_controller", "get_controller",
+           "controller_names", "check_controller_params", "make_controller", "ControllerSpec", "cspec", "parse_spec",
+           "as_spec"]
