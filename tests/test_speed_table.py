@@ -65,7 +65,15 @@ def _docs():
     emulator = {**_common("emulator_speed", quick=True), "budget_s": 1.0, "rows": [
         {"K": 1000, "rounds": 1000, "case": "sync, static", "user_rounds_per_s": 9.2e6,
          "emulate_vs_evaluate": _cmp(450.0, 300.0, 600.0, a="evaluate", b="emulate")}]}
-    return {"solver_scaling": solver, "engine_throughput": engine, "emulator_speed": emulator}
+    balance = {**_common("balance_scaling"), "phi_steps": 20, "generator": "random_instance(K, seed=K)",
+               "milp_stop_s": 30.0,
+               "balance": [{"K": 10, "served": 10, **_timing(0.005)}, {"K": 10000, "served": 287, **_timing(0.7)}],
+               "milp": [{"K": 10, "served": 10, **_timing(0.04)}, {"K": 200, "served": None, **_timing(15.8)}]}
+    arena = {**_common("arena_speed"), "rows": [
+        {"rounds": 1000, "controllers": 10, "users": 100, "oracles": False, "controller_user_rounds_per_s": 9.5e5,
+         **_timing(1.05)}]}
+    return {"solver_scaling": solver, "engine_throughput": engine, "emulator_speed": emulator,
+            "balance_scaling": balance, "arena_speed": arena}
 
 
 def _write(folder, docs):
@@ -110,8 +118,8 @@ def test_verdict_follows_the_stored_interval_not_the_stored_string():
 def test_conditions_show_machine_threads_load_and_quick_runs(tmp_path):
     text = ST.section(_write(tmp_path / "b", _docs()))
     lines = [line for line in text.splitlines() if line.startswith("Conditions:")]
-    assert len(lines) == 3
-    solver, engine, emulator = lines
+    assert len(lines) == 5
+    solver, engine, emulator = lines[:3]
     assert "2 cores, 2 torch threads" in solver and "load: reliable" in solver and "quick" not in solver
     assert "**unreliable**: during: other processes used 1.50 cores" in engine
     assert "**quick run" in emulator
@@ -164,3 +172,11 @@ def test_readme_speed_section_is_generated_from_the_benchmarks():
     generated = ST.replace_section(readme, ST.section(ROOT / "results" / "benchmarks"))  # the committed run
     assert generated == readme, \
         "README speed section differs from results/benchmarks/: python benchmarks/speed_table.py"
+
+
+def test_balance_and_arena_sections(tmp_path):
+    text = ST.section(_write(tmp_path / "b", _docs()))
+    assert "| 10 | 0.0050 (0.0045-0.0055) | 10 | 0.040 (0.036-0.044) | 10 |" in text
+    assert "| 200 | not run | - | 15.8 (14.2-17.4) | not recorded |" in text
+    assert "| 10,000 | 0.70 (0.63-0.77) | 287 | not run | - |" in text
+    assert "| 1,000 x 10 x 100 | no | 1.05 (0.95-1.16) | 0.95 |" in text
