@@ -120,14 +120,19 @@ def _load_plugins(args) -> None:
         load_plugin(path)
 
 
+def _print_policies(policies: dict, width: int) -> None:
+    """``--list-policies``: one line per registered policy (name, family, description, declared parameters)."""
+    for name, pol in policies.items():
+        params = ", ".join(f"{k}={v!r}" for k, v in pol.params.items())
+        print(f"{name:{width}s} [{pol.family}] {pol.description}" + (f" (parameters: {params})" if params else ""))
+
+
 def cmd_solve(args) -> int:
     from .control import POLICIES, solve
 
     _load_plugins(args)
     if args.list_policies:
-        for name, pol in POLICIES.items():
-            params = ", ".join(f"{k}={v!r}" for k, v in pol.params.items())
-            print(f"{name:34s} [{pol.family}] {pol.description}" + (f" (parameters: {params})" if params else ""))
+        _print_policies(POLICIES, 34)
         return 0
     if args.scenario is None:
         raise ValidationError("a scenario file is required (or --list-policies)")
@@ -283,9 +288,7 @@ def cmd_balance(args) -> int:
 
     _load_plugins(args)
     if args.list_policies:
-        for name, pol in BALANCE_POLICIES.items():
-            params = ", ".join(f"{k}={v!r}" for k, v in pol.params.items())
-            print(f"{name:12s} [{pol.family}] {pol.description}" + (f" (parameters: {params})" if params else ""))
+        _print_policies(BALANCE_POLICIES, 12)
         return 0
     if args.random is not None:
         if args.seed < 0:
