@@ -217,6 +217,15 @@ def _require_installed(pair_name: str):
     return pair
 
 
+def _quiet_model_loading() -> None:
+    """No loader progress bars on stderr: loading a packaged model takes about a second, and a
+    refusal after it (an over-long prompt) must stay one line."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
 def cmd_generate(args) -> int:
     import torch
 
@@ -234,6 +243,7 @@ def cmd_generate(args) -> int:
     if args.max_new_tokens > MAX_NEW_TOKENS:
         raise ValidationError(f"--max-new-tokens must be <= {MAX_NEW_TOKENS}, got {args.max_new_tokens}")
     pair = _require_installed(args.pair)
+    _quiet_model_loading()
     target, draft, tok = load_pair(pair.name)
     spec = PACKAGED[pair.target]
     ids = encode(tok, args.prompt, chat=args.chat, max_prompt_tokens=None)

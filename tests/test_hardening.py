@@ -208,3 +208,89 @@ def test_emulate_work_is_bounded(scen):
     s = random_scenario(100, seed=0)
     with pytest.raises(ValidationError, match="rounds x users"):
         emulate(s, solve(s, "equal"), EmulatorConfig(rounds=300_000))
+
+
+def test_uldl_optimal_refuses_a_size_it_does_not_scale_to_before_starting(tmp_path):
+    """'uldl-optimal at 100,000 users runs on with no guard': refused at once, library and CLI."""
+    import time
+
+    from spinlib.control import POLICIES, solve
+
+    cap = POLICIES["uldl-optimal"].max_users
+    assert cap is not None and cap >= 1000  # the issue asks for K = 1,000
+    s = random_scenario(cap + 1, seed=0)
+    t = time.perf_counter()
+    with pytest.raises(ValidationError, match=f"accepts at most {cap:,} users"):
+        solve(s, "uldl-optimal")
+    assert time.perf_counter() - t < 5.0  # refused before any work (a solve at this size takes minutes)
+    p = tmp_path / "big.json"
+    s.to_json(p)
+    one_line_error(run("solve", str(p), "--policy", "uldl-optimal"), "accepts at most")
+
+
+def test_generate_refuses_an_over_long_prompt_instead_of_cutting_it():
+    """The old behaviour kept the last 384 tokens silently (dropping the chat template's header)."""
+    from spinlib.cli import MAX_PROMPT_TOKENS
+
+    one_line_error(run("generate", "--pair", "smollm2-rtn6", "--prompt", "word " * (MAX_PROMPT_TOKENS + 10),
+                       "--chat", "--max-new-tokens", "4"), f"the limit is {MAX_PROMPT_TOKENS:,}")
+
+
+def test_results_cache_entry_that_is_a_directory_is_recomputed(tmp_path):
+    from spinlib.cache import cached_call
+
+    calls = []
+
+    def f(a):
+        calls.append(a)
+        return {"twice": 2 * a}
+
+    assert cached_call(f, 3, cache_dir=tmp_path) == {"twice": 6}
+    (entry,) = list(tmp_path.glob("f-*.json"))
+    entry.unlink()
+    entry.mkdir()  # a directory where the entry should be
+    assert cached_call(f, 3, cache_dir=tmp_path) == {"twice": 6}
+    assert calls == [3, 3] and entry.is_file()  # recomputed, and the directory replaced by a valid entry
+    assert cached_call(f, 3, cache_dir=tmp_path) == {"twice": 6} and calls == [3, 3]
+
+
+def test_interrupted_run_keeps_the_last_complete_notebook_and_says_it_is_incomplete(tmp_path):
+    """Ctrl-C mid-notebook: the previous executed notebook stays whole, the partial one is not
+    renamed over it, no run-time record is written, and RUN_INCOMPLETE names what did not finish."""
+    import shutil
+    import signal
+    import time
+
+    import nbformat
+
+    proj = tmp_path / "proj"
+    (proj / "notebooks").mkdir(parents=True)
+    shutil.copy(ROOT / "run_all.sh", proj / "run_all.sh")
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell("SMOKE = False\nRECOMPUTE = False")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell("import time\nprint('started', flush=True)\ntime.sleep(120)")]
+    nb.metadata["kernelspec"] = {"name": "spinlib", "display_name": "Python (spinlib)", "language": "python"}
+    nbformat.write(nb, proj / "notebooks" / "99_sleep.ipynb")
+    results = proj / "results"
+    (results / "executed").mkdir(parents=True)
+    previous = results / "executed" / "99_sleep.ipynb"
+    previous.write_text('{"previous": "complete run"}\n')
+    env = dict(os.environ, SPINLIB_RESULTS=str(results), SPINLIB_NO_LOCK="1",
+               VIRTUAL_ENV=str(sys.prefix), PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")
+    p = subprocess.Popen(["bash", "run_all.sh", "--only", "99"], cwd=proj, env=env, start_new_session=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    running = results / "executed" / ".99_sleep.running.ipynb"
+    deadline = time.time() + 240
+    while time.time() < deadline and p.poll() is None:
+        if running.exists() and "started" in running.read_text(errors="replace"):
+            break
+        time.sleep(0.5)
+    assert p.poll() is None, p.communicate()
+    os.killpg(p.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends to the whole job
+    p.communicate(timeout=120)
+    assert p.returncode != 0
+    assert previous.read_text() == '{"previous": "complete run"}\n'  # the last complete notebook is intact
+    mark = results / "RUN_INCOMPLETE"
+    assert mark.exists() and "notebooks/99_sleep.ipynb" in mark.read_text()
+    assert not (results / "timings" / "notebooks.json").exists()
