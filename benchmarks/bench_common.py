@@ -47,6 +47,18 @@ CONFIDENCE = 0.95
 OTHER_CORES_MAX = 0.3  # CPU used by other processes during the run [cores], averaged over the run
 
 
+def source_state() -> dict:
+    """``commit``, ``uncommitted_changes`` (in spinlib/, benchmarks/, tests/) and the UTC ``date`` of a run:
+    every benchmark or campaign JSON records which code produced it."""
+    def git(*a):
+        return subprocess.run(["git", *a], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parents[1]).stdout.strip()
+
+    return {"commit": git("rev-parse", "HEAD") or None,
+            "uncommitted_changes": bool(git("status", "--porcelain", "--", "spinlib", "benchmarks", "tests")),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
+
+
 def add_arguments(ap) -> None:
     ap.add_argument("--quick", action="store_true",
                     help="small sizes, few repeats (a check that the script runs; writes under results/smoke/)")
@@ -176,13 +188,8 @@ class Run:
         if after.busy_processes:
             reasons.append(f"after: {len(after.busy_processes)} other busy process(es): "
                            f"{', '.join(after.busy_processes[:4])}")
-        git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True,  # noqa: E731
-                                        cwd=Path(__file__).resolve().parents[1]).stdout.strip()
         doc = {
-            "benchmark": self.name, "schema": SCHEMA, "quick": bool(self.args.quick),
-            "commit": git("rev-parse", "HEAD") or None,
-            "uncommitted_changes": bool(git("status", "--porcelain", "--", "spinlib", "benchmarks")),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+            "benchmark": self.name, "schema": SCHEMA, "quick": bool(self.args.quick), **source_state(),
             "machine": platform.platform(), "processor": platform.processor() or platform.machine(),
             "cores": os.cpu_count(), "python": platform.python_version(), "threads": self.threads,
             "confidence": CONFIDENCE, "allow_busy": bool(self.args.allow_busy),

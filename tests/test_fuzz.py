@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spinlib import random_scenario
-from spinlib.fuzz import apply, check_outcome, mutations, run_cli
+from spinlib.fuzz import EXTREMES, apply, check_outcome, mutations, run_cli
 from spinlib.presets import random_uldl_scenario
 
 EXAMPLES = int(os.environ.get("SPINLIB_FUZZ_EXAMPLES", "60"))
@@ -103,3 +103,71 @@ def test_mutations_never_share_or_corrupt_their_templates():
             out = apply(doc, [("retype", pi, vi), ("retype", pi + 1, vi), ("rename", pi + 2, 0), ("drop", pi, 0)])
             json.dumps(out)  # no cycle
     assert RETYPES == before and doc == {"a": [1, 2], "b": {"c": 3}}
+
+
+# ---------------------------------------------------------------- BALANCE and the online arena
+def _balance_doc(seed):
+    from spinlib.balance import random_instance
+
+    return json.loads(random_instance(4, seed=seed).to_json())
+
+
+BALANCE_DOCS = [_balance_doc(1), _balance_doc(2)]
+BALANCE_POLICIES = ["balance", "greedy", "ad-only", "sd-only", "milp"]
+CASES.update({"balance": 0, "balance_check": 0, "arena": 0})
+
+
+@FUZZ
+@given(which=st.integers(0, 1), muts=mutations(), policy=st.sampled_from(BALANCE_POLICIES))
+def test_balance_on_mutated_instances(which, muts, policy):
+    CASES["balance"] += 1
+    with tempfile.TemporaryDirectory() as d:
+        p = write(d, "b.json", apply(BALANCE_DOCS[which], muts))
+        res = run_cli(["balance", str(p), "--policy", policy, "--set", "phi_steps=4", "--json"]
+                      if policy == "milp" else ["balance", str(p), "--policy", policy, "--json"])
+    assert check_outcome(*res) is None, (muts, policy, check_outcome(*res))
+
+
+@FUZZ
+@given(which=st.integers(0, 1), muts=mutations(), target=st.sampled_from(["instance", "schedule"]))
+def test_balance_check_on_mutated_inputs(which, muts, target):
+    """``--check`` exits 1 (with its JSON verdict) for an infeasible schedule; otherwise the contract."""
+    CASES["balance_check"] += 1
+    doc, sched = BALANCE_DOCS[which], {"modes": ["SD", "AD", "SD", "AD"], "phi": 0.5}
+    if target == "instance":
+        doc = apply(doc, muts)
+    else:
+        sched = apply(sched, muts)
+    with tempfile.TemporaryDirectory() as d:
+        rc, out, err, exc = run_cli(["balance", str(write(d, "b.json", doc)), "--check",
+                                     str(write(d, "c.json", sched)), "--json"])
+    if rc == 1 and exc is None:
+        verdict = json.loads(out)
+        assert verdict["feasible"] is False and verdict["violations"], verdict
+    else:
+        assert check_outcome(rc, out, err, exc) is None, (muts, target, check_outcome(rc, out, err, exc))
+
+
+ARENA_NUMERIC = ["--synthetic-alpha", "--rounds", "--users", "--seeds", "--seed", "--L-max", "--t-d-ms", "--t0-ms",
+                 "--t1-ms", "--delay-ms", "--energy-budget"]
+ARENA_SPECS = ["fixed:L={}", "gelato:V={}", "specdec++:h={}", "ucb-specstop:c={}", "hf-confidence:threshold={}"]
+
+
+@FUZZ
+@given(option=st.sampled_from(ARENA_NUMERIC + ["--controllers", "--delay", "--fading", "--pair", "--tasks"]),
+       value=st.one_of(st.sampled_from([repr(v) for v in EXTREMES if not isinstance(v, int) or abs(v) < 10**300] + ["", "x", "1e6", "-5", "0", "1" + "0" * 400]),
+                       st.text(max_size=12)),
+       spec=st.sampled_from(ARENA_SPECS))
+def test_arena_on_extreme_arguments(option, value, spec):
+    CASES["arena"] += 1
+    base = {"--synthetic-alpha": "0.8", "--rounds": "20", "--users": "2", "--seeds": "1", "--L-max": "6",
+            "--controllers": "fixed:L=2,ucb-specstop"}
+    if option == "--controllers":
+        base[option] = spec.format(value)
+    else:
+        base[option] = value
+    if option in ("--pair", "--tasks"):
+        base.pop("--synthetic-alpha")
+    argv = ["arena", "--json"] + [x for kv in base.items() for x in kv]
+    res = run_cli(argv)
+    assert check_outcome(*res) is None, (argv, check_outcome(*res))

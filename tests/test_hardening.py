@@ -294,3 +294,11 @@ def test_interrupted_run_keeps_the_last_complete_notebook_and_says_it_is_incompl
     mark = results / "RUN_INCOMPLETE"
     assert mark.exists() and "notebooks/99_sleep.ipynb" in mark.read_text()
     assert not (results / "timings" / "notebooks.json").exists()
+
+
+@pytest.mark.parametrize("args,match", [
+    (["--seed", "-1"], "--seed must be"),  # found by the fuzzer: numpy's traceback before
+    (["--rounds", "10000000", "--users", "100"], "rounds x users"),
+])
+def test_arena_refuses_bad_seeds_and_unbounded_work(args, match):
+    one_line_error(run("arena", "--synthetic-alpha", "0.8", "--seeds", "1", *args, "--json"), match)

@@ -42,6 +42,7 @@ import numpy as np
 
 from ..emulator.fading import Fading
 from ..scenario import ValidationError, check_int_range, check_nonnegative, check_positive
+from ..emulator.testbed import MAX_ROUND_USER_CELLS
 from .energy import EnergyModel, energy_preset
 from .registry import ControllerSpec, Env, as_spec, make_controller
 from .stopping import survival_from_accept
@@ -166,6 +167,9 @@ class ArenaConfig:
         check_int_range("rounds", self.rounds, 1, 10_000_000)
         check_int_range("users", self.users, 1, 1_000_000)
         check_int_range("L_max", self.L_max, 1, 64)
+        if self.rounds * self.users > MAX_ROUND_USER_CELLS:
+            raise ValidationError(f"rounds x users = {self.rounds * self.users:,} exceeds the arena's limit of "
+                                  f"{MAX_ROUND_USER_CELLS:,} per seed (memory grows with rounds x users)")
         check_positive("t_d", self.t_d)
         check_nonnegative("t0", self.t0)
         check_nonnegative("t1", self.t1)
@@ -406,6 +410,7 @@ def run_arena(controllers, streams: list[Stream], config: ArenaConfig, *, seed: 
         raise ValidationError("streams must be a non-empty list of spinlib.online.Stream (an empty trace cannot be "
                               "replayed)")
     check_int_range("n_seeds", n_seeds, 1, 100_000)
+    check_int_range("seed", seed, 0)
     root = np.random.default_rng(seed)
     rows, reg_f, reg_c, best_L = [], {lab: [] for lab in labels}, {lab: [] for lab in labels}, []
     lengths = {lab: [] for lab in labels}

@@ -91,7 +91,7 @@ def cmd_arena(args) -> int:
     import numpy as np
 
     from ..emulator.fading import Fading
-    from ..scenario import ValidationError
+    from ..scenario import ValidationError, check_int_range
     from .arena import ArenaConfig, Delay, Stream, run_arena
     from .registry import CONTROLLERS
 
@@ -101,6 +101,7 @@ def cmd_arena(args) -> int:
                 params = ", ".join(f"{k}={v!r}" for k, v in c.params.items()) or "no parameters"
                 print(f"{name:16s} [{c.family}] {c.description} ({params})")
             return 0
+        check_int_range("--seed", args.seed, 0)  # numpy refuses a negative seed with a traceback
         specs = _specs(args.controllers)
         cfg = ArenaConfig(rounds=args.rounds, users=args.users, L_max=args.L_max, t_d=args.t_d_ms / 1e3,
                           t0=args.t0_ms / 1e3, t1=args.t1_ms / 1e3, delay=Delay(args.delay, args.delay_ms / 1e3),
