@@ -262,10 +262,50 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def _retime(args) -> int:
+    """``measure --retime PATH ...``: new timing blocks for existing summaries (files or folders)."""
+    from .sd.measure import retime_summary
+
+    given = [f"--{k.replace('_', '-')}" for k in ("pair", "task") if getattr(args, k) is not None]
+    if given:
+        raise ValidationError(f"--retime takes the pair and task from each summary; drop {' and '.join(given)}")
+    files = []
+    for p in args.retime:
+        if p.is_dir():
+            files += sorted(p.glob("*/*.summary.json")) + sorted(p.glob("*.summary.json"))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise ValidationError(f"--retime: {p} is neither a summary file nor a folder of them")
+    if not files:
+        raise ValidationError(f"--retime: no *.summary.json under {', '.join(map(str, args.retime))}")
+    _quiet_model_loading()
+    rows = []
+    for f in files:
+        t = retime_summary(f, threads=args.threads, allow_busy=args.allow_busy)["timing"]
+        rows.append({"summary": str(f), "draft_s_per_token": t["draft_s_per_token"], "verify_t0_s": t["verify_t0_s"],
+                     "verify_t1_s": t["verify_t1_s"], "fit_rms_residual_s": t["verify_fit"]["rms_residual_s"],
+                     "reliable": t["reliable"]})
+        if not args.json:
+            print(f"{f}: draft {t['draft_s_per_token'] * 1e3:.1f} ms/token, T_ver = {t['verify_t0_s'] * 1e3:.1f} ms + "
+                  f"{t['verify_t1_s'] * 1e3:.2f} ms x N (residual {t['verify_fit']['rms_residual_s'] * 1e3:.2f} ms), "
+                  f"{'reliable' if t['reliable'] else 'UNRELIABLE'}", flush=True)
+    if args.json:
+        _print_json({"retimed": rows})
+    if not all(r["reliable"] for r in rows):
+        sys.stderr.write("spinlib: warning: some timings are marked unreliable (busy machine or a noisy fit)\n")
+    return 0
+
+
 def cmd_measure(args) -> int:
     from .sd.measure import measure_pair
     from .sd.prompts import ALL_TASKS, load_prompts
 
+    if args.retime:
+        return _retime(args)
+    for k in ("pair", "task"):
+        if getattr(args, k) is None:
+            raise ValidationError(f"--{k} is required (or --retime SUMMARY_OR_FOLDER)")
     if args.task not in ALL_TASKS:
         raise ValidationError(f"--task must be one of {ALL_TASKS}, got {args.task!r}")
     available = len(load_prompts(args.task))
@@ -428,8 +468,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=cmd_generate)
 
     m = sub.add_parser("measure", help="acceptance and timings of a pair on a Spec-Bench task")
-    m.add_argument("--pair", required=True)
-    m.add_argument("--task", required=True)
+    m.add_argument("--pair", default=None)
+    m.add_argument("--task", default=None)
+    m.add_argument("--retime", type=Path, nargs="+", default=None, metavar="SUMMARY_OR_FOLDER",
+                   help="re-take only the timings of existing summaries (files, or folders such as data/measurements) "
+                        "in place, with spread, load checks and the fit's residuals")
     m.add_argument("--prompts", type=_positive_int("--prompts"), default=8)
     m.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=64)
     m.add_argument("--seed", type=int, default=0)

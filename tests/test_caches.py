@@ -162,3 +162,43 @@ def test_new_measurements_default_to_an_untracked_folder():
     assert d == ROOT / ".cache" / "measurements"
     ignored = (ROOT / ".gitignore").read_text().split()
     assert ".cache/" in ignored
+
+
+def test_retime_replaces_only_the_timing_block(tmp_path):
+    """``measure --retime``: a committed summary gets a timing block with spread, load checks and the
+    fit's residuals; its acceptance part and config are untouched."""
+    import shutil
+    import subprocess
+    import sys
+
+    src = sorted((ROOT / "data" / "measurements" / "smollm2-rtn6").glob("qa-*.summary.json"))[0]
+    dst = tmp_path / "smollm2-rtn6" / src.name
+    dst.parent.mkdir()
+    shutil.copy(src, dst)
+    before = json.loads(src.read_text())
+    r = subprocess.run([sys.executable, "-m", "spinlib", "measure", "--retime", str(tmp_path), "--threads", "1",
+                        "--allow-busy", "--json"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(r.stdout)["retimed"]
+    after = json.loads(dst.read_text())
+    assert {k: v for k, v in after.items() if k != "timing"} == {k: v for k, v in before.items() if k != "timing"}
+    t = after["timing"]
+    assert t["threads"] == 1 and row["verify_t0_s"] == t["verify_t0_s"]
+    for key in ("draft_spread", "target_spread", "load_before", "load_after", "verify_fit", "reliable"):
+        assert key in t, key
+    assert t["draft_spread"]["q25_s"] <= t["draft_s_per_token"] <= t["draft_spread"]["q75_s"]
+    assert t["verify_fit"]["rms_residual_s"] >= 0 and len(t["verify_fit"]["q25_s"]) == len(t["verify_sizes"])
+
+
+@pytest.mark.parametrize("args,match", [
+    (["--retime", "nowhere", "--allow-busy"], "neither a summary file nor a folder"),
+    (["--retime", "data/measurements", "--pair", "smollm2-rtn6"], "--retime takes the pair and task from each summary"),
+    (["--task", "qa"], "--pair is required"),
+])
+def test_measure_arguments_are_one_line_errors(args, match):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "spinlib", "measure", *args], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and match in r.stderr, r.stderr

@@ -251,7 +251,6 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     from ..cache import atomic_write_text, config_key
     from ..scenario import Payload
     from .engine import mean_tokens_per_round, speculative_generate
-    from ..timing import load_check, require_quiet, set_threads
     from .models import PACKAGED, get_pair, load_pair
     from .prompts import encode, load_prompts
 
@@ -319,24 +318,67 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
             "tokens_per_round_engine": eng,
         }
     probe = encode(tok, prompts[0]["prompt"], spec.chat)
+    summary["timing"] = time_pair(target, draft, probe, threads=threads, allow_busy=allow_busy)
+    atomic_write_text(summ, json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def time_pair(target, draft, probe_ids: list[int], *, threads: int | None = None, allow_busy: bool = False) -> dict:
+    """The ``timing`` block of a summary: draft and target seconds per token (medians, quartiles) and
+    the verification fit ``T_ver(N) = t0 + t1 N`` with its residuals, on the prompt ``probe_ids``.
+
+    torch's threads are set to ``threads`` (default all cores); a busy machine is refused unless
+    ``allow_busy`` (then ``reliable = False``), and so is a fit whose RMS residual is not below the
+    effect of ``t1`` across the sizes. The load checks before and after are recorded.
+    """
+    import platform
+
+    from ..timing import load_check, require_quiet, set_threads
+
     threads = set_threads(threads)
     load = require_quiet(threads, allow_busy, what="the timing part of this measurement")
-    sizes, secs, t0, t1, fit = time_verification(target, probe)
-    draft_t, target_t = time_draft(draft, probe), time_draft(target, probe)
+    sizes, secs, t0, t1, fit = time_verification(target, probe_ids)
+    draft_t, target_t = time_draft(draft, probe_ids), time_draft(target, probe_ids)
     load_after = load_check(threads)
-    summary["timing"] = {"draft_s_per_token": draft_t["median_s"], "target_s_per_token": target_t["median_s"],
-                         "draft_spread": draft_t, "target_spread": target_t,
-                         "verify_sizes": sizes, "verify_s": secs, "verify_t0_s": t0, "verify_t1_s": t1,
-                         "verify_fit": fit, "threads": threads, "load_before": load.to_dict(),
-                         "load_after": load_after.to_dict(), "reliable": bool(load.reliable and load_after.reliable
-                                                                              and fit["ok"]),
-                         "machine": platform.processor() or platform.machine()}
+    timing = {"draft_s_per_token": draft_t["median_s"], "target_s_per_token": target_t["median_s"],
+              "draft_spread": draft_t, "target_spread": target_t,
+              "verify_sizes": sizes, "verify_s": secs, "verify_t0_s": t0, "verify_t1_s": t1,
+              "verify_fit": fit, "threads": threads, "load_before": load.to_dict(),
+              "load_after": load_after.to_dict(), "reliable": bool(load.reliable and load_after.reliable and fit["ok"]),
+              "machine": platform.processor() or platform.machine()}
     if not fit["ok"] and not allow_busy:
         raise ValidationError(
             f"verification-time fit refused: residual {fit['rms_residual_s'] * 1e3:.2f} ms RMS is not below the "
             f"effect of t1 across the sizes ({fit['effect_s'] * 1e3:.2f} ms) -- the timings are noise "
             "(busy machine?); rerun, or pass --allow-busy to keep them marked unreliable")
-    atomic_write_text(summ, json.dumps(summary, indent=2) + "\n")
+    return timing
+
+
+def retime_summary(path, *, threads: int | None = None, allow_busy: bool = False) -> dict:
+    """Re-take the timings of an existing summary in place (acceptance data untouched).
+
+    Same pair and probe as :func:`measure_pair` (the first prompt of the summary's task, with the
+    pair's chat template); the new ``timing`` block (:func:`time_pair`) replaces the old one and the
+    file is rewritten atomically. A summary that does not read as one is refused with one line.
+    Returns the updated summary.
+    """
+    import json
+    from pathlib import Path
+
+    from ..cache import atomic_write_text
+    from .models import PACKAGED, get_pair, load_pair
+    from .prompts import encode, load_prompts
+
+    path = Path(path)
+    summary = read_summary(path)
+    if summary is None or not isinstance(summary.get("config"), dict):
+        raise ValidationError(f"{path}: not a measurement summary (expected the JSON written by measure)")
+    cfg = summary["config"]
+    pair = get_pair(cfg.get("pair"))
+    target, draft, tok = load_pair(pair.name)
+    probe = encode(tok, load_prompts(cfg["task"], cfg["n_prompts"])[0]["prompt"], PACKAGED[pair.target].chat)
+    summary["timing"] = time_pair(target, draft, probe, threads=threads, allow_busy=allow_busy)
+    atomic_write_text(path, json.dumps(summary, indent=2) + "\n")
     return summary
 
 
