@@ -24,7 +24,6 @@ Every sweep (:mod:`spinlib.experiments`), the command line (``solve --list-polic
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import math
 import os
 import sys
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..registry import Registry, declared_params
 from ..scenario import Scenario, ValidationError
 
 FAMILIES = ("paper1", "paper2", "reference", "baseline", "online", "user")
@@ -68,26 +68,8 @@ class Policy:
         return solve(scenario, self.name, **kwargs)
 
 
-POLICIES: dict[str, Policy] = {}
-
-
-def declared_params(name: str, fn: Callable) -> dict:
-    """``{parameter: default}`` of ``fn(first, **params)``: every parameter after the first, each with a
-    default and none of them ``*args``/``**kwargs`` (else a TypeError naming the policy ``name``).
-    Shared by every registry of policies (paper 1/2 policies, BALANCE, online controllers)."""
-    sig = inspect.signature(fn)
-    items = list(sig.parameters.values())
-    if not items or items[0].kind not in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
-        raise TypeError(f"policy {name!r}: the first parameter of {fn.__qualname__} must be the scenario")
-    params = {}
-    for p in items[1:]:
-        if p.kind in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL):
-            raise TypeError(f"policy {name!r}: {fn.__qualname__} takes *args/**kwargs; declare each parameter "
-                            "by name so that solve() can refuse unknown ones")
-        if p.default is inspect.Parameter.empty:
-            raise TypeError(f"policy {name!r}: parameter {p.name!r} of {fn.__qualname__} needs a default")
-        params[p.name] = p.default
-    return params
+REGISTRY: Registry[Policy] = Registry("policy", FAMILIES)
+POLICIES: dict[str, Policy] = REGISTRY.entries
 
 
 def register_policy(name: str, description: str, *, family: str = "user", max_users: int | None = None,
@@ -97,7 +79,8 @@ def register_policy(name: str, description: str, *, family: str = "user", max_us
     Parameters
     ----------
     name : str
-        Unique name (``replace=True`` to overwrite an existing one on purpose).
+        Unique name (``replace=True`` to overwrite an existing one on purpose; re-running a notebook
+        cell re-registers the same definition, which is allowed).
     description : str
         One line shown by ``python -m spinlib solve --list-policies``.
     family : str
@@ -105,19 +88,10 @@ def register_policy(name: str, description: str, *, family: str = "user", max_us
     max_users : int, optional
         Largest number of users the policy accepts (it does not scale beyond).
     """
-    if not isinstance(name, str) or not name or any(c.isspace() for c in name):
-        raise ValidationError(f"policy name must be a non-empty string without spaces, got {name!r}")
-    if family not in FAMILIES:
-        raise ValidationError(f"family must be one of {FAMILIES}, got {family!r}")
+    REGISTRY.check_new(name, family)
 
     def deco(fn: Callable) -> Callable:
-        if name in POLICIES and not replace and POLICIES[name].fn is not fn:
-            existing = POLICIES[name].fn
-            same_def = (getattr(existing, "__module__", None), getattr(existing, "__qualname__", None)) == \
-                (getattr(fn, "__module__", None), getattr(fn, "__qualname__", None))
-            if not same_def:  # re-running a notebook cell re-registers the same definition: allowed
-                raise ValidationError(f"policy {name!r} is already registered; pass replace=True to overwrite it")
-        POLICIES[name] = Policy(name, fn, description, declared_params(name, fn), family, max_users)
+        REGISTRY.add(Policy(name, fn, description, declared_params(name, fn), family, max_users), fn, replace)
         return fn
 
     return deco
@@ -125,29 +99,22 @@ def register_policy(name: str, description: str, *, family: str = "user", max_us
 
 def unregister_policy(name: str) -> None:
     """Remove a registered policy (tests, notebooks that redefine one)."""
-    get_policy(name)
-    del POLICIES[name]
+    REGISTRY.remove(name)
 
 
 def get_policy(name: str) -> Policy:
     """The registered policy ``name``, or one line listing the registered names."""
-    if not isinstance(name, str) or name not in POLICIES:
-        raise ValidationError(f"policy must be one of {sorted(POLICIES)}, got {name!r}")
-    return POLICIES[name]
+    return REGISTRY.get(name)
 
 
 def policy_names(family: str | None = None) -> list[str]:
     """Registered names (of one family), in registration order."""
-    return [n for n, p in POLICIES.items() if family is None or p.family == family]
+    return REGISTRY.names(family)
 
 
 def check_params(name: str, kwargs: dict) -> None:
     """Raise a one-line :class:`ValidationError` for any argument policy ``name`` does not declare."""
-    pol = get_policy(name)
-    for key in kwargs:
-        if key not in pol.params:
-            allowed = ", ".join(pol.params) or "none"
-            raise ValidationError(f"policy {name!r} takes no parameter {key!r} (its parameters: {allowed})")
+    REGISTRY.check_params(name, kwargs)
 
 
 def declared_subset(name: str, settings: dict) -> dict:
@@ -169,9 +136,7 @@ def solve(scenario: Scenario, policy: str, **kwargs):
         raise ValidationError(f"scenario must be a spinlib Scenario, got {type(scenario).__name__}")
     pol = get_policy(policy)
     check_params(policy, kwargs)
-    if pol.max_users is not None and scenario.num_users > pol.max_users:
-        raise ValidationError(f"policy {policy!r} accepts at most {pol.max_users:,} users, the scenario has "
-                              f"{scenario.num_users:,}")
+    REGISTRY.check_size(policy, scenario.num_users, "scenario")
     alloc = pol.fn(scenario, **kwargs)
     if not isinstance(alloc, Allocation):
         raise ValidationError(f"policy {policy!r} returned {type(alloc).__name__}, not an Allocation")

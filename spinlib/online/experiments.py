@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ..scenario import ValidationError
-from .arena import ArenaConfig, Delay, Stream, mean_ci, run_arena
+from .arena import ArenaConfig, Delay, Stream, run_arena
 from .energy import energy_preset
 from .registry import cspec
 from .stopping import (RoundCosts, brute_force_length, critical_delay, critical_delay_iid, iid_survival,
@@ -124,6 +124,38 @@ def best_feasible_mixture(N, T, E, budget: float) -> tuple[float, tuple]:
     return (best if arg else math.nan), arg
 
 
+def fit_inverse_v(V_values, throughput) -> dict:
+    """Least-squares fit of ``G(V) = G_inf - b / V`` (the drift-plus-penalty law: throughput within
+    O(1/V) of its limit) to a V sweep.
+
+    Parameters
+    ----------
+    V_values, throughput : array_like, shape [n]
+        Penalty weights (> 0) and the measured throughput at each [tokens/s]; n >= 3.
+
+    Returns
+    -------
+    dict
+        ``g_inf`` [tokens/s] and ``b`` [tokens/s x V] of the fit, ``r2`` (share of the variance of
+        ``G`` it explains), ``max_abs_residual`` [tokens/s], and ``gap_at`` (the fitted gap
+        ``b / V`` at each V). The law holds in the sweep when ``b >= 0`` (the gap shrinks as V grows)
+        and ``r2`` is close to 1.
+    """
+    V = np.asarray(V_values, float)
+    G = np.asarray(throughput, float)
+    if V.ndim != 1 or V.shape != G.shape or V.size < 3:
+        raise ValidationError("V_values and throughput must be 1-D arrays of the same length, at least 3")
+    if not (np.all(np.isfinite(V)) and np.all(V > 0) and np.all(np.isfinite(G))):
+        raise ValidationError("V_values must be finite and > 0, throughput finite")
+    A = np.vstack([np.ones_like(V), -1.0 / V]).T
+    (g_inf, b), *_ = np.linalg.lstsq(A, G, rcond=None)
+    res = G - A @ np.array([g_inf, b])
+    ss = float(np.sum((G - G.mean()) ** 2))
+    r2 = 1.0 - float(np.sum(res ** 2)) / ss if ss > 0 else 1.0
+    return {"g_inf": float(g_inf), "b": float(b), "r2": r2, "max_abs_residual": float(np.max(np.abs(res))),
+            "gap_at": (b / V).tolist()}
+
+
 def gelato_study(pair: str, *, V_values, budget_fractions, V_front: float, eta: float, rounds: int, users: int,
                  n_seeds: int, seed: int, delay_s: float, L_max: int = 8, energy: str = "phone-soc",
                  fading: str = "rayleigh") -> dict:
@@ -171,4 +203,4 @@ def gelato_study(pair: str, *, V_values, budget_fractions, V_front: float, eta: 
 
 
 __all__ = ["pair_timings", "pair_streams", "pooled_survival", "critical_delay_study", "log_growth_study",
-           "regret_study", "best_feasible_mixture", "gelato_study"]
+           "regret_study", "best_feasible_mixture", "fit_inverse_v", "gelato_study"]

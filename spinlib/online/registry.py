@@ -27,12 +27,12 @@ may end the round early), then ``update(out)`` with what the round realised (``o
 """
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..registry import Registry, declared_params
 from ..scenario import ValidationError
 
 FAMILIES = ("specstop", "anchor", "gelato", "oracle", "multi-user", "user")
@@ -104,38 +104,19 @@ class ControllerEntry:
     family: str = "user"
 
 
-CONTROLLERS: dict[str, ControllerEntry] = {}
-
-
-def _declared(name: str, cls) -> dict:
-    items = list(inspect.signature(cls.__init__).parameters.values())[2:]  # self, env
-    params = {}
-    for p in items:
-        if p.kind in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL):
-            raise TypeError(f"controller {name!r}: {cls.__qualname__}.__init__ takes *args/**kwargs; declare each "
-                            "parameter by name so that unknown ones can be refused")
-        if p.default is inspect.Parameter.empty:
-            raise TypeError(f"controller {name!r}: parameter {p.name!r} needs a default")
-        params[p.name] = p.default
-    return params
+REGISTRY: Registry[ControllerEntry] = Registry("controller", FAMILIES, forbidden=":,=")
+CONTROLLERS: dict[str, ControllerEntry] = REGISTRY.entries
 
 
 def register_controller(name: str, description: str, *, family: str = "user", replace: bool = False):
     """Class decorator: register a :class:`Controller` subclass as ``name`` (module docstring)."""
-    if not isinstance(name, str) or not name or any(c.isspace() or c in ":,=" for c in name):
-        raise ValidationError(f"controller name must be a non-empty string without spaces, ':', ',' or '=', "
-                              f"got {name!r}")
-    if family not in FAMILIES:
-        raise ValidationError(f"family must be one of {FAMILIES}, got {family!r}")
+    REGISTRY.check_new(name, family)
 
     def deco(cls):
         if not (isinstance(cls, type) and issubclass(cls, Controller)):
             raise TypeError(f"controller {name!r} must be a subclass of spinlib.online.Controller")
-        old = CONTROLLERS.get(name)
-        if old is not None and not replace and (old.cls.__module__, old.cls.__qualname__) != \
-                (cls.__module__, cls.__qualname__):
-            raise ValidationError(f"controller {name!r} is already registered; pass replace=True to overwrite it")
-        CONTROLLERS[name] = ControllerEntry(name, cls, description, _declared(name, cls), family)
+        params = declared_params(name, cls.__init__, skip=2, kind="controller")  # after self, env
+        REGISTRY.add(ControllerEntry(name, cls, description, params, family), cls, replace)
         return cls
 
     return deco
@@ -143,21 +124,15 @@ def register_controller(name: str, description: str, *, family: str = "user", re
 
 def get_controller(name: str) -> ControllerEntry:
     """The registered controller ``name``, or one line listing the registered names."""
-    if not isinstance(name, str) or name not in CONTROLLERS:
-        raise ValidationError(f"controller must be one of {sorted(CONTROLLERS)}, got {name!r}")
-    return CONTROLLERS[name]
+    return REGISTRY.get(name)
 
 
 def controller_names(family: str | None = None) -> list[str]:
-    return [n for n, c in CONTROLLERS.items() if family is None or c.family == family]
+    return REGISTRY.names(family)
 
 
 def check_controller_params(name: str, params: dict) -> None:
-    entry = get_controller(name)
-    for key in params:
-        if key not in entry.params:
-            allowed = ", ".join(entry.params) or "none"
-            raise ValidationError(f"controller {name!r} takes no parameter {key!r} (its parameters: {allowed})")
+    REGISTRY.check_params(name, params)
 
 
 def make_controller(name: str, env: Env, **params) -> Controller:

@@ -1,0 +1,113 @@
+"""One registry class for everything users can add by name: paper 1/2 policies
+(:mod:`spinlib.control.registry`), BALANCE policies (:mod:`spinlib.balance.registry`) and online
+controllers (:mod:`spinlib.online.registry`).
+
+The rules are the same for all three: a name is a non-empty string without spaces; a family is
+one of the registry's families; registering a name twice is an error unless it is the same
+definition again (re-running a notebook cell) or ``replace=True``; an unknown name, or a parameter
+the entry does not declare, is one line that lists what is allowed. Entries are frozen
+dataclasses with at least ``name``, ``description``, ``params`` and ``family``.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Generic, Iterator, TypeVar
+
+from .scenario import ValidationError
+
+E = TypeVar("E")
+
+
+def declared_params(name: str, fn: Callable, skip: int = 1, kind: str = "policy") -> dict:
+    """``{parameter: default}`` of ``fn``'s keyword parameters after the first ``skip`` ones.
+
+    Every declared parameter needs a default, and ``*args``/``**kwargs`` are refused (a TypeError
+    naming ``kind`` ``name``): an entry must name each parameter so that unknown ones can be refused.
+    """
+    items = list(inspect.signature(fn).parameters.values())
+    if skip == 1 and (not items or items[0].kind not in (inspect.Parameter.POSITIONAL_ONLY,
+                                                         inspect.Parameter.POSITIONAL_OR_KEYWORD)):
+        raise TypeError(f"{kind} {name!r}: the first parameter of {fn.__qualname__} must be the scenario")
+    params = {}
+    for p in items[skip:]:
+        if p.kind in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL):
+            raise TypeError(f"{kind} {name!r}: {fn.__qualname__} takes *args/**kwargs; declare each parameter "
+                            "by name so that unknown ones can be refused")
+        if p.default is inspect.Parameter.empty:
+            raise TypeError(f"{kind} {name!r}: parameter {p.name!r} of {fn.__qualname__} needs a default")
+        params[p.name] = p.default
+    return params
+
+
+class Registry(Generic[E]):
+    """Named entries of one kind (module docstring).
+
+    Parameters
+    ----------
+    kind : str
+        What an entry is called in messages ("policy", "controller").
+    families : tuple of str
+        Allowed families.
+    forbidden : str
+        Characters a name may not contain besides whitespace (e.g. ``":,="`` where names are parsed
+        from ``name:key=value`` specs).
+    """
+
+    def __init__(self, kind: str, families: tuple, forbidden: str = "") -> None:
+        self.kind, self.families, self.forbidden = kind, tuple(families), forbidden
+        self.entries: dict[str, E] = {}
+
+    def check_new(self, name: str, family: str) -> None:
+        """Refuse a malformed name or an unknown family (one line)."""
+        if not isinstance(name, str) or not name or any(c.isspace() or c in self.forbidden for c in name):
+            extra = "".join(f", {c!r}" for c in self.forbidden)
+            raise ValidationError(f"{self.kind} name must be a non-empty string without spaces{extra}, got {name!r}")
+        if family not in self.families:
+            raise ValidationError(f"family must be one of {self.families}, got {family!r}")
+
+    def add(self, entry: E, definition: Any, replace: bool = False, what: str | None = None) -> None:
+        """Register ``entry`` (its ``name``); ``definition`` is the function or class behind it: the same
+        definition (module and qualified name) may register again, another one only with ``replace``."""
+        old = self.entries.get(entry.name)
+        if old is not None and not replace:
+            prev = old.fn if hasattr(old, "fn") else old.cls
+            same = prev is definition or (getattr(prev, "__module__", None), getattr(prev, "__qualname__", None)) \
+                == (getattr(definition, "__module__", None), getattr(definition, "__qualname__", None))
+            if not same:
+                raise ValidationError(f"{what or self.kind} {entry.name!r} is already registered; pass replace=True "
+                                      "to overwrite it")
+        self.entries[entry.name] = entry
+
+    def get(self, name: str) -> E:
+        """The entry ``name``, or one line listing the registered names."""
+        if not isinstance(name, str) or name not in self.entries:
+            raise ValidationError(f"{self.kind} must be one of {sorted(self.entries)}, got {name!r}")
+        return self.entries[name]
+
+    def remove(self, name: str) -> None:
+        self.get(name)
+        del self.entries[name]
+
+    def names(self, family: str | None = None) -> list[str]:
+        """Registered names (of one family), in registration order."""
+        return [n for n, e in self.entries.items() if family is None or e.family == family]
+
+    def check_params(self, name: str, params: dict) -> None:
+        """One line for any parameter entry ``name`` does not declare."""
+        entry = self.get(name)
+        for key in params:
+            if key not in entry.params:
+                allowed = ", ".join(entry.params) or "none"
+                raise ValidationError(f"{self.kind} {name!r} takes no parameter {key!r} (its parameters: {allowed})")
+
+    def check_size(self, name: str, users: int, of: str) -> None:
+        """One line when ``users`` exceeds the entry's ``max_users`` (before any work starts)."""
+        cap = getattr(self.get(name), "max_users", None)
+        if cap is not None and users > cap:
+            raise ValidationError(f"{self.kind} {name!r} accepts at most {cap:,} users, the {of} has {users:,}")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+
+__all__ = ["Registry", "declared_params"]
