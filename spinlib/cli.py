@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .scenario import Scenario, ValidationError
+from .scenario import Scenario, ValidationError, read_json
 
 
 MAX_NEW_TOKENS = 4096  # generate/measure: new tokens per prompt (the packaged models' context is 8k)
@@ -361,15 +361,7 @@ def cmd_balance(args) -> int:
     if args.check is not None:  # check a given schedule instead of solving
         if args.policy is not None or args.set:
             raise ValidationError("give --policy or --check SCHEDULE.json, not both")
-        try:
-            text = Path(args.check).read_text(encoding="utf-8")
-            sched = Schedule.from_dict(json.loads(text))
-        except OSError as e:
-            raise ValidationError(f"cannot read schedule file {args.check}: {e.strerror}") from None
-        except (ValueError, UnicodeDecodeError) as e:
-            if isinstance(e, ValidationError):
-                raise
-            raise ValidationError(f"schedule file {args.check} is not valid JSON") from None
+        sched = Schedule.from_dict(read_json(Path(args.check), "schedule"))
     elif args.policy is None:
         raise ValidationError(f"--policy is required; one of {sorted(BALANCE_POLICIES)}")
     else:

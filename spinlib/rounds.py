@@ -34,7 +34,7 @@ import numpy as np
 from .acceptance import prefix_table, sample_accepted, tokens_table
 from .cache import json_default
 from .channel import RateModel
-from .scenario import Scenario, ValidationError, check_int_range, check_keys
+from .scenario import Scenario, ValidationError, check_int_range, check_keys, read_json
 
 ROUND_MODELS = ("sync", "async")
 L_MAX_ALLOWED = 64
@@ -140,17 +140,8 @@ class Allocation:
 
     @classmethod
     def from_json(cls, source: str | Path) -> "Allocation":
-        try:
-            text = Path(source).read_text(encoding="utf-8") if not str(source).lstrip().startswith("{") else str(source)
-        except OSError as e:
-            raise ValidationError(f"cannot read allocation file {source}: {e.strerror}") from None
-        except UnicodeDecodeError as e:
-            raise ValidationError(f"allocation file {source} is not UTF-8 text (byte {e.start})") from None
-        try:
-            d = json.loads(text)
-        except ValueError as e:  # JSONDecodeError, or a number beyond Python's integer-string limit
-            raise ValidationError(f"allocation is not valid JSON: {str(e).splitlines()[0]}") from None
-        return cls.from_dict(d)
+        """Load from a JSON string or a path to a JSON file (one-line errors, :func:`~spinlib.scenario.read_json`)."""
+        return cls.from_dict(read_json(source, "allocation"))
 
 
 def _nonnegative_floats(name: str, values) -> tuple[float, ...]:

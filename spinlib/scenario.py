@@ -56,7 +56,8 @@ class ValidationError(ValueError):
     """A configuration value is outside its allowed range (message names the field)."""
 
 
-def _check_real(name: str, value: Any) -> float:
+def check_real(name: str, value: Any) -> float:
+    """``float(value)``, or one line naming ``name`` when it is not a finite real number (bools refused)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValidationError(f"{name} must be a real number, got {value!r}")
     try:
@@ -70,7 +71,7 @@ def _check_real(name: str, value: Any) -> float:
 
 def check_positive(name: str, value: Any) -> float:
     """Return ``float(value)`` or raise if it is not a finite number > 0."""
-    v = _check_real(name, value)
+    v = check_real(name, value)
     if v <= 0:
         raise ValidationError(f"{name} must be > 0, got {v!r}")
     return v
@@ -78,7 +79,7 @@ def check_positive(name: str, value: Any) -> float:
 
 def check_nonnegative(name: str, value: Any) -> float:
     """Return ``float(value)`` or raise if it is not a finite number >= 0."""
-    v = _check_real(name, value)
+    v = check_real(name, value)
     if v < 0:
         raise ValidationError(f"{name} must be >= 0, got {v!r}")
     return v
@@ -99,11 +100,41 @@ PHYSICAL_RANGES = {
 
 def check_physical(name: str, value: Any, field: str | None = None) -> float:
     """``float(value)`` inside :data:`PHYSICAL_RANGES` ``[field or name]``, else one line naming the range."""
-    v = _check_real(name, value)
+    v = check_real(name, value)
     lo, hi = PHYSICAL_RANGES[field or name]
     if not lo <= v <= hi:
         raise ValidationError(f"{name} must be in [{lo:g}, {hi:g}] (physical range), got {v!r}")
     return v
+
+
+def read_json(source: str | Path, what: str) -> Any:
+    """The parsed JSON of ``source``: a JSON object as a string (starting with ``{``) or a path to a
+    file. Every failure is one :class:`ValidationError` naming ``what`` (e.g. "scenario"): an
+    unreadable file, bytes that are not UTF-8, text that is not JSON, or a number beyond Python's
+    integer-string limit. Shared by every JSON the project reads from a user."""
+    if isinstance(source, Path) or (isinstance(source, str) and not source.lstrip().startswith("{")):
+        try:
+            text = Path(source).read_text(encoding="utf-8")
+        except OSError as e:
+            raise ValidationError(f"cannot read {what} file {source}: {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise ValidationError(f"{what} file {source} is not UTF-8 text (byte {e.start})") from None
+    else:
+        text = source
+    try:
+        return json.loads(text)
+    except ValueError as e:  # JSONDecodeError, or a number beyond Python's integer-string limit
+        raise ValidationError(f"{what} is not valid JSON: {str(e).splitlines()[0]}") from None
+
+
+def write_json(doc: Any, path: str | Path | None = None, indent: int = 2) -> str:
+    """``json.dumps(doc)``; also written atomically to ``path`` (with a final newline) when given."""
+    text = json.dumps(doc, indent=indent)
+    if path is not None:
+        from .cache import atomic_write_text
+
+        atomic_write_text(Path(path), text + "\n")
+    return text
 
 
 def check_int_range(name: str, value: Any, lo: int, hi: int | None = None) -> int:
@@ -137,11 +168,13 @@ def check_keys(where: str, d: Any, allowed, required=()) -> dict:
     return d
 
 
-def _fields(cls) -> list[str]:
+def field_names(cls) -> list[str]:
+    """The field names of dataclass ``cls`` (the keys its JSON form may have)."""
     return [f.name for f in dataclasses.fields(cls)]
 
 
-def _required(cls) -> list[str]:
+def required_fields(cls) -> list[str]:
+    """The fields of dataclass ``cls`` without a default (the keys its JSON form must have)."""
     return [f.name for f in dataclasses.fields(cls)
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
 
@@ -153,7 +186,7 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 def check_alpha(name: str, value: Any) -> float:
     """Acceptance rates live in [0, 1): alpha = 1 would make every draft free and infinite."""
-    v = _check_real(name, value)
+    v = check_real(name, value)
     if not 0.0 <= v < 1.0:
         raise ValidationError(f"{name} must be in [0, 1), got {v!r}")
     return v
@@ -194,7 +227,7 @@ class User:
         object.__setattr__(self, "channel_gain", check_physical("channel_gain", self.channel_gain))
         object.__setattr__(self, "tx_power_w", check_physical("tx_power_w", self.tx_power_w))
         if self.acceptance_profile is not None:
-            prof = tuple(_check_real("acceptance_profile", x) for x in self.acceptance_profile)
+            prof = tuple(check_real("acceptance_profile", x) for x in self.acceptance_profile)
             if not prof:
                 raise ValidationError("acceptance_profile must hold at least one value")
             if any(not 0.0 <= x <= 1.0 for x in prof):
@@ -460,7 +493,7 @@ class Scenario:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Scenario":
-        d = dict(check_keys("scenario", d, ["format", *_fields(cls)], required=("users", "radio", "server", "payload")))
+        d = dict(check_keys("scenario", d, ["format", *field_names(cls)], required=("users", "radio", "server", "payload")))
         fmt = d.pop("format", "spinlib.scenario/1")
         if fmt != "spinlib.scenario/1":
             raise ValidationError(f"format must be 'spinlib.scenario/1', got {fmt!r}")
@@ -470,7 +503,7 @@ class Scenario:
             raise ValidationError(f"users must hold at most {MAX_USERS:,} users, got {len(d['users']):,}")
         users = []
         for i, u in enumerate(d["users"]):
-            u = dict(check_keys(f"users[{i}]", u, _fields(User), required=_required(User)))
+            u = dict(check_keys(f"users[{i}]", u, field_names(User), required=required_fields(User)))
             prof = u.get("acceptance_profile")
             if prof is not None:
                 if not isinstance(prof, (list, tuple)):
@@ -484,7 +517,7 @@ class Scenario:
         for fname, klass in (("radio", Radio), ("server", Server), ("payload", Payload), ("downlink", Downlink)):
             if fname not in d:
                 continue
-            sub = check_keys(fname, d[fname], _fields(klass), required=_required(klass))
+            sub = check_keys(fname, d[fname], field_names(klass), required=required_fields(klass))
             try:
                 parts[fname] = klass(**sub)
             except ValidationError as e:
@@ -498,27 +531,9 @@ class Scenario:
         return cls(users=tuple(users), **parts, name=name, meta=meta)
 
     def to_json(self, path: str | Path | None = None, indent: int = 2) -> str:
-        text = json.dumps(self.to_dict(), indent=indent)
-        if path is not None:
-            from .cache import atomic_write_text
-
-            atomic_write_text(Path(path), text + "\n")
-        return text
+        return write_json(self.to_dict(), path, indent)
 
     @classmethod
     def from_json(cls, source: str | Path) -> "Scenario":
-        """Load from a JSON string or a path to a JSON file."""
-        if isinstance(source, Path) or (isinstance(source, str) and not source.lstrip().startswith("{")):
-            try:
-                text = Path(source).read_text(encoding="utf-8")
-            except OSError as e:
-                raise ValidationError(f"cannot read scenario file {source}: {e.strerror}") from None
-            except UnicodeDecodeError as e:
-                raise ValidationError(f"scenario file {source} is not UTF-8 text (byte {e.start})") from None
-        else:
-            text = source
-        try:
-            d = json.loads(text)
-        except ValueError as e:  # JSONDecodeError, or a number beyond Python's integer-string limit
-            raise ValidationError(f"scenario is not valid JSON: {str(e).splitlines()[0]}") from None
-        return cls.from_dict(d)
+        """Load from a JSON string or a path to a JSON file (one-line errors, :func:`read_json`)."""
+        return cls.from_dict(read_json(source, "scenario"))

@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,7 +60,8 @@ from typing import Any
 
 import numpy as np
 
-from ..scenario import ValidationError, _check_real, _fields, _required, check_alpha, check_int_range, check_keys
+from ..scenario import (ValidationError, check_alpha, check_int_range, check_keys, check_real, field_names, read_json,
+                        required_fields, write_json)
 
 MODES = ("off", "AD", "SD")
 FORMAT = "spinlib.balance/1"
@@ -84,7 +84,7 @@ _OPEN_LOW = {"deadline_s", "large_t0_s"}
 
 def check_range(name: str, value: Any) -> float:
     """``float(value)`` inside :data:`BALANCE_RANGES` ``[name]`` (open at 0 where it must be > 0), else one line."""
-    v = _check_real(name, value)
+    v = check_real(name, value)
     lo, hi = BALANCE_RANGES[name]
     if name in _OPEN_LOW:
         if not lo < v <= hi:
@@ -136,7 +136,7 @@ class BalanceUser:
         if self.acceptance_profile is not None:
             if not isinstance(self.acceptance_profile, (list, tuple)) or not self.acceptance_profile:
                 raise ValidationError("acceptance_profile must be a non-empty list of values in [0, 1] or null")
-            prof = tuple(_check_real("acceptance_profile", x) for x in self.acceptance_profile)
+            prof = tuple(check_real("acceptance_profile", x) for x in self.acceptance_profile)
             if any(not 0.0 <= x <= 1.0 for x in prof) or any(b > a + 1e-12 for a, b in zip(prof, prof[1:])):
                 raise ValidationError("acceptance_profile must hold non-increasing values in [0, 1]")
             object.__setattr__(self, "acceptance_profile", prof)
@@ -287,7 +287,7 @@ class BalanceInstance:
 
     @classmethod
     def from_dict(cls, d: Any) -> "BalanceInstance":
-        d = dict(check_keys("instance", d, ["format", *_fields(cls)], required=("users", "server")))
+        d = dict(check_keys("instance", d, ["format", *field_names(cls)], required=("users", "server")))
         fmt = d.pop("format", FORMAT)
         if fmt != FORMAT:
             raise ValidationError(f"format must be {FORMAT!r}, got {fmt!r}")
@@ -297,12 +297,12 @@ class BalanceInstance:
             raise ValidationError(f"users must hold at most {MAX_USERS:,} users, got {len(d['users']):,}")
         users = []
         for i, u in enumerate(d["users"]):
-            u = check_keys(f"users[{i}]", u, _fields(BalanceUser), required=_required(BalanceUser))
+            u = check_keys(f"users[{i}]", u, field_names(BalanceUser), required=required_fields(BalanceUser))
             try:
                 users.append(BalanceUser(**u))
             except ValidationError as e:
                 raise ValidationError(f"users[{i}].{e}") from None
-        srv = check_keys("server", d["server"], _fields(BalanceServer), required=_required(BalanceServer))
+        srv = check_keys("server", d["server"], field_names(BalanceServer), required=required_fields(BalanceServer))
         try:
             server = BalanceServer(**srv)
         except ValidationError as e:
@@ -315,30 +315,12 @@ class BalanceInstance:
         return cls(users=tuple(users), server=server, name=name, meta=meta)
 
     def to_json(self, path: str | Path | None = None, indent: int = 2) -> str:
-        text = json.dumps(self.to_dict(), indent=indent)
-        if path is not None:
-            from ..cache import atomic_write_text
-
-            atomic_write_text(Path(path), text + "\n")
-        return text
+        return write_json(self.to_dict(), path, indent)
 
     @classmethod
     def from_json(cls, source: str | Path) -> "BalanceInstance":
-        """Load from a JSON string or a path to a JSON file (one-line errors)."""
-        if isinstance(source, Path) or (isinstance(source, str) and not source.lstrip().startswith("{")):
-            try:
-                text = Path(source).read_text(encoding="utf-8")
-            except OSError as e:
-                raise ValidationError(f"cannot read instance file {source}: {e.strerror}") from None
-            except UnicodeDecodeError as e:
-                raise ValidationError(f"instance file {source} is not UTF-8 text (byte {e.start})") from None
-        else:
-            text = source
-        try:
-            d = json.loads(text)
-        except ValueError as e:
-            raise ValidationError(f"instance is not valid JSON: {str(e).splitlines()[0]}") from None
-        return cls.from_dict(d)
+        """Load from a JSON string or a path to a JSON file (one-line errors, :func:`~spinlib.scenario.read_json`)."""
+        return cls.from_dict(read_json(source, "instance"))
 
 
 @dataclass(frozen=True)
@@ -368,7 +350,7 @@ class Schedule:
             if m not in MODES:
                 raise ValidationError(f"modes[{i}] must be one of {MODES}, got {m!r}")
         object.__setattr__(self, "modes", modes)
-        phi = _check_real("phi", self.phi)
+        phi = check_real("phi", self.phi)
         if not 0.0 <= phi <= 1.0:
             raise ValidationError(f"phi must be in [0, 1], got {phi!r}")
         object.__setattr__(self, "phi", phi)
