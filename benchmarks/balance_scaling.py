@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
-from bench_common import Run, add_arguments, main_guard, timed, timing_record
+from bench_common import Run, add_arguments, main_guard, plot_scaling, timed, timing_record
 from spinlib.balance import random_instance, solve_balance
 
 PHI_STEPS, MILP_STOP_S, MILP_TIME_LIMIT_S = 20, 30.0, 120.0
@@ -58,25 +56,10 @@ def main(args) -> dict:
 
 
 def plot(out, directory=None):
-    import matplotlib
-
-    matplotlib.use("agg")
-    import matplotlib.pyplot as plt
-
-    from spinlib.plotting import save_figure, series_styles, set_style
-
-    set_style()
-    fig, ax = plt.subplots()
-    for (label, rows), st in zip((("BALANCE (ours, exact on the grid)", out["balance"]),
-                                  ("MILP (HiGHS, phi enumerated)", out["milp"])), series_styles()):
-        pts = [r for r in rows if "median_s" in r]
-        K = np.array([r["K"] for r in pts], float)
-        med = np.array([r["median_s"] for r in pts])
-        err = np.array([[r["median_s"] - r["q25_s"], r["q75_s"] - r["median_s"]] for r in pts]).T
-        ax.errorbar(K, med, yerr=err, label=label, capsize=2, **st)
-    ax.set(xscale="log", yscale="log", xlabel="requesting users K", ylabel="solve time [s] (median, quartiles)")
-    ax.legend(fontsize=8)
-    save_figure(fig, "bench_balance_scaling", directory)
+    plot_scaling([(label, [(r["K"], r) for r in rows if "median_s" in r])
+                  for label, rows in (("BALANCE (ours, exact on the grid)", out["balance"]),
+                                      ("MILP (HiGHS, phi enumerated)", out["milp"]))],
+                 "bench_balance_scaling", "requesting users K", directory)
 
 
 if __name__ == "__main__":

@@ -204,6 +204,31 @@ class Run:
         return doc
 
 
+def plot_scaling(series, name: str, xlabel: str, directory=None, legend_size: int = 8) -> None:
+    """Solve time vs K on log-log axes, one errorbar series per ``(label, points)`` with ``points`` a
+    list of ``(K, timing record)`` (median with its quartiles); saved as ``name`` (PDF and PNG) in the
+    project's shared figure style. Series without points are skipped."""
+    import matplotlib
+
+    matplotlib.use("agg")
+    import matplotlib.pyplot as plt
+
+    from spinlib.plotting import save_figure, series_styles, set_style
+
+    set_style()
+    fig, ax = plt.subplots()
+    for (label, pts), st in zip(series, series_styles()):
+        if not pts:
+            continue
+        K = np.array([k for k, _ in pts], float)
+        med = np.array([t["median_s"] for _, t in pts])
+        err = np.array([[t["median_s"] - t["q25_s"], t["q75_s"] - t["median_s"]] for _, t in pts]).T
+        ax.errorbar(K, med, yerr=err, label=label, capsize=2, **st)
+    ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="solve time [s] (median, quartiles)")
+    ax.legend(fontsize=legend_size)
+    save_figure(fig, name, directory)
+
+
 def main_guard(fn) -> None:
     """Run ``fn()``; a :class:`ValidationError` (the busy-machine refusal) is one line, exit 2."""
     try:

@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from bench_common import Run, add_arguments, main_guard, ratio, ratio_record, timed, timing_record
+from bench_common import Run, add_arguments, main_guard, plot_scaling, ratio, ratio_record, timed, timing_record
 from spinlib import random_scenario, tokens_table
 from spinlib.control import solve
 from spinlib.control.bandwidth import async_optimal_bandwidth, min_makespan_bandwidth
@@ -100,30 +100,12 @@ def main(args) -> dict:
 
 
 def plot(out, directory=None):
-    import matplotlib
-
-    matplotlib.use("agg")
-    import matplotlib.pyplot as plt
-
-    from spinlib.plotting import save_figure, series_styles, set_style
-
-    set_style()
-    fig, ax = plt.subplots()
     rows = out["scaling"]
     series = [(k, lambda r, k=k: r["times"].get(k)) for k in (*POLICIES, "sync_split", "async_split")]
     series += [(f"{k} (CVXPY)", lambda r, k=k: r["comparisons"].get(f"{k}_vs_cvxpy", {}).get("b"))
                for k in ("sync_split", "async_split")]
-    for (label, get), st in zip(series, series_styles()):
-        pts = [(r["K"], get(r)) for r in rows if get(r)]
-        if not pts:
-            continue
-        K = np.array([p[0] for p in pts], float)
-        med = np.array([p[1]["median_s"] for p in pts])
-        err = np.array([[p[1]["median_s"] - p[1]["q25_s"], p[1]["q75_s"] - p[1]["median_s"]] for p in pts]).T
-        ax.errorbar(K, med, yerr=err, label=label, capsize=2, **st)
-    ax.set(xscale="log", yscale="log", xlabel="number of users K", ylabel="solve time [s] (median, quartiles)")
-    ax.legend(fontsize=7)
-    save_figure(fig, "bench_solver_scaling", directory)
+    plot_scaling([(label, [(r["K"], get(r)) for r in rows if get(r)]) for label, get in series],
+                 "bench_solver_scaling", "number of users K", directory, legend_size=7)
 
 
 if __name__ == "__main__":
