@@ -120,19 +120,13 @@ def _load_plugins(args) -> None:
         load_plugin(path)
 
 
-def _print_policies(policies: dict, width: int) -> None:
-    """``--list-policies``: one line per registered policy (name, family, description, declared parameters)."""
-    for name, pol in policies.items():
-        params = ", ".join(f"{k}={v!r}" for k, v in pol.params.items())
-        print(f"{name:{width}s} [{pol.family}] {pol.description}" + (f" (parameters: {params})" if params else ""))
-
-
 def cmd_solve(args) -> int:
     from .control import POLICIES, solve
+    from .control.registry import REGISTRY
 
     _load_plugins(args)
     if args.list_policies:
-        _print_policies(POLICIES, 34)
+        print("\n".join(REGISTRY.listing(34)))
         return 0
     if args.scenario is None:
         raise ValidationError("a scenario file is required (or --list-policies)")
@@ -335,10 +329,11 @@ def cmd_measure(args) -> int:
 
 def cmd_balance(args) -> int:
     from .balance import BALANCE_POLICIES, BalanceInstance, Schedule, feasible, random_instance, solve_balance
+    from .balance.registry import REGISTRY as BALANCE_REGISTRY
 
     _load_plugins(args)
     if args.list_policies:
-        _print_policies(BALANCE_POLICIES, 12)
+        print("\n".join(BALANCE_REGISTRY.listing(12)))
         return 0
     if args.random is not None:
         if args.seed < 0:
@@ -511,6 +506,11 @@ def main(argv=None) -> int:
     except ValidationError as e:
         sys.stderr.write(f"spinlib: error: {e}\n")
         return 2
+    except BrokenPipeError:  # the reader stopped early (``... | head``): not an error of ours
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at interpreter exit
+        return 0
     except OSError as e:
         sys.stderr.write(f"spinlib: error: {e}\n")
         return 2

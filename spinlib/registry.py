@@ -106,6 +106,15 @@ class Registry(Generic[E]):
         if cap is not None and users > cap:
             raise ValidationError(f"{self.kind} {name!r} accepts at most {cap:,} users, the {of} has {users:,}")
 
+    def listing(self, width: int = 20) -> list[str]:
+        """One line per entry for ``--list-policies`` / ``--list-controllers``: name, family,
+        description and declared parameters with their defaults."""
+        lines = []
+        for name, e in self.entries.items():
+            params = ", ".join(f"{k}={v!r}" for k, v in e.params.items())
+            lines.append(f"{name:{width}s} [{e.family}] {e.description}" + (f" (parameters: {params})" if params else ""))
+        return lines
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.entries)
 

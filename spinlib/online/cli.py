@@ -93,13 +93,11 @@ def cmd_arena(args) -> int:
     from ..emulator.fading import Fading
     from ..scenario import ValidationError, check_int_range
     from .arena import ArenaConfig, Delay, Stream, run_arena
-    from .registry import CONTROLLERS
+    from .registry import REGISTRY
 
     try:
         if args.list_controllers:
-            for name, c in CONTROLLERS.items():
-                params = ", ".join(f"{k}={v!r}" for k, v in c.params.items()) or "no parameters"
-                print(f"{name:16s} [{c.family}] {c.description} ({params})")
+            print("\n".join(REGISTRY.listing(16)))
             return 0
         check_int_range("--seed", args.seed, 0)  # numpy refuses a negative seed with a traceback
         specs = _specs(args.controllers)
