@@ -1,4 +1,4 @@
-"""Command line: ``python -m spinlib {scenario, evaluate, solve, emulate, pairs, generate, measure, balance, arena}``.
+"""Command line: ``python -m spinlib {scenario, evaluate, solve, emulate, pairs, generate, measure, balance, arena, replan}``.
 
 Errors in files or values print one line on stderr (``spinlib: error: ...``) and exit with 2.
 """
@@ -492,6 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .online.cli import add_arena_parser, cmd_arena  # notebook 10: online controllers on identical inputs
 
     add_arena_parser(sub).set_defaults(func=cmd_arena)
+    from .online.cli import add_replan_parser  # multi-user controllers re-planning each round on the current channel
+
+    add_replan_parser(sub)
     return p
 
 

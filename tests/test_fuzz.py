@@ -114,7 +114,7 @@ def _balance_doc(seed):
 
 BALANCE_DOCS = [_balance_doc(1), _balance_doc(2)]
 BALANCE_POLICIES = ["balance", "greedy", "ad-only", "sd-only", "milp"]
-CASES.update({"balance": 0, "balance_check": 0, "arena": 0})
+CASES.update({"balance": 0, "balance_check": 0, "arena": 0, "replan": 0})
 
 
 @FUZZ
@@ -171,3 +171,16 @@ def test_arena_on_extreme_arguments(option, value, spec):
     argv = ["arena", "--json"] + [x for kv in base.items() for x in kv]
     res = run_cli(argv)
     assert check_outcome(*res) is None, (argv, check_outcome(*res))
+
+
+@FUZZ
+@given(muts=mutations(), controllers=st.sampled_from(["plan-on-average,server-only", "replan-dinkelbach",
+                                                      "replan-coordinate,energy-queue:V=0.1"]),
+       fading=st.sampled_from(["static", "rayleigh", "markov"]))
+def test_replan_on_mutated_scenarios(muts, controllers, fading):
+    CASES["replan"] += 1
+    with tempfile.TemporaryDirectory() as d:
+        p = write(d, "s.json", apply(SCENARIOS[0], muts))
+        res = run_cli(["replan", str(p), "--controllers", controllers, "--fading", fading, "--rounds", "5",
+                       "--L-max", "4", "--json"])
+    assert check_outcome(*res) is None, (muts, controllers, check_outcome(*res))

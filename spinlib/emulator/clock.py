@@ -67,10 +67,14 @@ class ClockResult:
 
 
 def sync_clock(scenario: Scenario, alloc: Allocation, trace: Trace, h: np.ndarray, *, confidence: float = 0.99,
-               timeline_rounds: int = 12) -> ClockResult:
-    """Synchronous rounds (module docstring); ``h`` ``[R, K]`` are the fading factors."""
+               timeline_rounds: int = 12, bandwidth_hz=None) -> ClockResult:
+    """Synchronous rounds (module docstring); ``h`` ``[R, K]`` are the fading factors.
+
+    ``bandwidth_hz`` (``[K]`` or ``[R, K]`` [Hz], optional) replaces ``alloc.b`` round by round
+    (:func:`~spinlib.emulator.links.transfer_times`); the trace carries the per-round lengths.
+    """
     R, K = trace.drafted.shape
-    up, dl = transfer_times(scenario, alloc, trace, h)
+    up, dl = transfer_times(scenario, alloc, trace, h, bandwidth_hz)
     ready = trace.draft_s + up  # [R, K]
     makespan = ready.max(axis=1)
     if trace.verify_s is not None:

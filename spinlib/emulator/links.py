@@ -9,7 +9,7 @@ from ..scenario import Scenario
 from .traces import Trace, uplink_mask
 
 
-def transfer_times(scenario: Scenario, alloc: Allocation, trace: Trace, h: np.ndarray):
+def transfer_times(scenario: Scenario, alloc: Allocation, trace: Trace, h: np.ndarray, bandwidth_hz=None):
     """Uplink and downlink times [s] of every round and user, each of shape ``[R, K]``.
 
     ``up_rk = bits_up_rk / R_k(b_k; a_k h_rk)``: the scenario's rate model with this round's SNR
@@ -23,8 +23,12 @@ def transfer_times(scenario: Scenario, alloc: Allocation, trace: Trace, h: np.nd
     ----------
     h : float array, shape [R, K]
         Power-gain factors of the rounds (:meth:`spinlib.emulator.fading.Fading.draw`).
+    bandwidth_hz : float array, shape [K] or [R, K], optional
+        Uplink bandwidth [Hz] of every round and user, replacing ``alloc.b`` (a controller that
+        re-plans each round, :mod:`spinlib.online.multiuser`); ``None``: ``alloc.b`` in every round.
     """
-    R_up = RateModel(scenario.radio.rate_model, scenario.snr_scale_hz * h, scenario.radio.bandwidth_hz).rate(alloc.b)
+    b = alloc.b if bandwidth_hz is None else np.asarray(bandwidth_hz, dtype=float)
+    R_up = RateModel(scenario.radio.rate_model, scenario.snr_scale_hz * h, scenario.radio.bandwidth_hz).rate(b)
     with np.errstate(divide="ignore", invalid="ignore"):
         up = np.where(trace.bits_up > 0, trace.bits_up / R_up, 0.0)
     down = np.zeros_like(up)

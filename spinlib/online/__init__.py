@@ -9,13 +9,20 @@
   :mod:`~spinlib.online.gelato` (GELATO and its two halves; energy model in
   :mod:`~spinlib.online.energy`);
 * :mod:`~spinlib.online.arena`: :func:`run_arena`, every controller on identical inputs.
+* :mod:`~spinlib.online.multiuser`: K devices sharing the band, re-planned every synchronous round
+  on the current channel (paper 1's solver per round, the renewal-reward-correct Dinkelbach rule,
+  cheap rules, a per-device energy queue), :func:`run_replan` and the driver
+  :func:`~spinlib.online.multiuser.replan_under_fading`; its own registry
+  (``@register_multiuser_controller``).
 
-What the papers state and what we chose is in ``shared/design/controllers.md``; notebook 10
-reproduces their claims on our models.
+Notebook 10 quotes what the papers state (their abstracts) and reproduces it on our models; the
+module docstrings state the models we chose.
 """
 from . import anchors, gelato, specstop  # noqa: F401  (registers the library's controllers)
 from .arena import ArenaConfig, ArenaResult, Delay, Stream, energy_queue, mean_ci, run_arena
 from .energy import ENERGY_PRESETS, EnergyModel, energy_preset
+from .multiuser import (MultiUserController, ReplanConfig, ReplanResult, mspec, multiuser_controller_names,
+                        register_multiuser_controller, replan_under_fading, run_replan)
 from .registry import (CONTROLLERS, Controller, ControllerSpec, Env, controller_names, cspec, get_controller,
                        make_controller, parse_spec, register_controller)
 from .stopping import (RoundCosts, brute_force_length, critical_delay, critical_delay_iid, iid_survival,
@@ -25,4 +32,5 @@ __all__ = ["ArenaConfig", "ArenaResult", "Delay", "Stream", "run_arena", "energy
            "ENERGY_PRESETS", "energy_preset", "CONTROLLERS", "Controller", "ControllerSpec", "Env", "controller_names",
            "cspec", "get_controller", "make_controller", "parse_spec", "register_controller", "RoundCosts",
            "brute_force_length", "critical_delay", "critical_delay_iid", "iid_survival", "large_delay_length",
-           "optimal_stopping", "per_token_latency"]
+           "optimal_stopping", "per_token_latency", "MultiUserController", "ReplanConfig", "ReplanResult", "mspec",
+           "multiuser_controller_names", "register_multiuser_controller", "replan_under_fading", "run_replan"]

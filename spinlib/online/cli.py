@@ -9,6 +9,10 @@ outcomes (``--synthetic-alpha``). Output: per controller the mean over seeds wit
 bootstrap interval of tokens/s, per-token latency percentiles, energy per token, energy debt and
 regret against the best fixed length in hindsight and the per-round clairvoyant. Bad input is
 one line on stderr and exit code 2.
+
+``python -m spinlib replan SCENARIO.json --fading rayleigh --rounds 500 --controllers a,b --seed 0 [--json]``
+runs the multi-user controllers of :mod:`spinlib.online.multiuser` (re-planning every synchronous
+round on the current channel) on one cell, the same way.
 """
 from __future__ import annotations
 
@@ -64,11 +68,13 @@ def _specs(text: str):
     return _split_specs(text)
 
 
-def _split_specs(text: str):
+def _split_specs(text: str, parse=None):
     """``a,b:k=1,c:k=2,j=3`` -> specs: a comma starts a new spec only when the next item has no '=' before
-    any ':' (an item ``j=3`` continues the previous spec's parameters)."""
+    any ':' (an item ``j=3`` continues the previous spec's parameters). ``parse`` turns one item into a
+    spec (default :func:`spinlib.online.registry.parse_spec`)."""
     from .registry import parse_spec
 
+    parse = parse or parse_spec
     items, cur = [], None
     for part in text.split(","):
         part = part.strip()
@@ -83,7 +89,7 @@ def _split_specs(text: str):
             cur = part
     if cur is not None:
         items.append(cur)
-    return [parse_spec(i) for i in items]
+    return [parse(i) for i in items]
 
 
 def cmd_arena(args) -> int:
@@ -141,4 +147,85 @@ def cmd_arena(args) -> int:
     return 0
 
 
-__all__ = ["add_arena_parser", "cmd_arena"]
+def add_replan_parser(subparsers):
+    """Add the ``replan`` sub-command: multi-user controllers that re-plan every round on the
+    current channel (:mod:`spinlib.online.multiuser`)::
+
+        python -m spinlib replan cell.json --fading rayleigh --rounds 500 \\
+            --controllers plan-on-average,replan-dinkelbach,energy-queue:V=0.1 --seed 0 --json
+    """
+    from .multiuser import DEFAULT_CONTROLLERS
+
+    p = subparsers.add_parser("replan", help="multi-user controllers re-planning every round on the current channel")
+    p.add_argument("scenario", nargs="?", help="scenario JSON (python -m spinlib scenario ...)")
+    p.add_argument("--controllers", default=",".join(DEFAULT_CONTROLLERS),
+                   help="comma-separated controller specs, parameters after ':' (e.g. replan-ratio:max_nodes=64,"
+                        "energy-queue:V=0.1,budget_scale=0.7)")
+    p.add_argument("--list-controllers", action="store_true", help="list the registered controllers and exit")
+    p.add_argument("--fading", default="static", help="static, rayleigh or markov")
+    p.add_argument("--rounds", type=int, default=500)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--L-max", dest="L_max", type=int, default=8)
+    p.add_argument("--acceptance", default="iid", help="iid or profile")
+    p.add_argument("--energy-preset", default="phone-soc", help="device energy preset (spinlib.online.ENERGY_PRESETS)")
+    p.add_argument("--plugin", action="append", metavar="FILE.py",
+                   help="a Python file that registers controllers (also $SPINLIB_PLUGINS)")
+    p.add_argument("--json", action="store_true", help="print the records as JSON")
+    p.set_defaults(func=cmd_replan)
+    return p
+
+
+def cmd_replan(args) -> int:
+    """Run :func:`spinlib.online.multiuser.run_replan` for parsed ``args``; one line on stderr and exit 2
+    on bad input."""
+    from ..control.registry import load_env_plugins, load_plugin
+    from ..emulator.fading import Fading
+    from ..scenario import Scenario, ValidationError
+    from .multiuser import REGISTRY, ReplanConfig, parse_mspec, run_replan
+
+    try:
+        for path in args.plugin or ():
+            load_plugin(path)
+        load_env_plugins()
+        if args.list_controllers:
+            print("\n".join(REGISTRY.listing(18)))
+            return 0
+        if args.scenario is None:
+            raise ValidationError("replan needs a scenario file (or --list-controllers)")
+        specs = _split_specs(args.controllers, parse_mspec)
+        cfg = ReplanConfig(rounds=args.rounds, seed=args.seed, fading=Fading(args.fading), L_max=args.L_max,
+                           acceptance=args.acceptance, energy_preset=args.energy_preset)
+        scenario = Scenario.from_json(args.scenario)
+        results = run_replan(scenario, specs, cfg)
+    except ValidationError as e:
+        sys.stderr.write(f"spinlib: error: {e}\n")
+        return 2
+    rows = [r.record() for r in results]
+    if args.json:
+        def clean(v):
+            if isinstance(v, float):
+                return _finite(v)
+            if isinstance(v, (list, tuple)):
+                return [clean(x) for x in v]
+            if isinstance(v, dict):
+                return {k: clean(x) for k, x in v.items()}
+            return v
+
+        doc = {"scenario": str(args.scenario), "users": scenario.num_users, "fading": cfg.fading.model,
+               "rounds": cfg.rounds, "seed": cfg.seed, "L_max": cfg.L_max, "acceptance": cfg.acceptance,
+               "energy_preset": cfg.energy_preset, "controllers": [clean(r) for r in rows]}
+        print(json.dumps(doc, indent=1, allow_nan=False))
+    else:
+        print(f"replan: {args.scenario}; {scenario.num_users} users x {cfg.rounds} rounds, {cfg.fading.model} fading, "
+              f"seed {cfg.seed}")
+        print(f"{'controller':28s} {'tokens/s':>9s} {'99 % interval':>17s} {'E[tokens]/s':>11s} {'mean L':>7s} "
+              f"{'J/token':>8s} {'E/budget':>8s}")
+        for r in rows:
+            over = r.get("energy_over_budget")
+            print(f"{r['controller']:28s} {r['goodput_tokens_per_s']:9.2f} [{r['ci_low']:7.2f}, {r['ci_high']:7.2f}] "
+                  f"{r['expected_goodput_tokens_per_s']:11.2f} {r['mean_L']:7.2f} {r['energy_per_token_j']:8.4f} "
+                  + (f"{over:8.3f}" if over is not None else f"{'-':>8s}"))
+    return 0
+
+
+__all__ = ["add_arena_parser", "cmd_arena", "add_replan_parser", "cmd_replan"]
