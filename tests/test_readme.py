@@ -62,3 +62,26 @@ def test_readme_solver_defaults_match_the_code():
     assert f"`time_limit_s` ({p['time_limit_s']:g} s) is only a safety net" in text
     assert f"Gap <= {p['gap']:.0e} (the default tolerance".replace("e-0", "e-") in text
     assert inspect.signature(H.node_budget)  # the function the README names exists
+
+
+def test_readme_multiuser_limits_match_the_code():
+    """The multi-user limits and defaults the README states are the code's."""
+    from spinlib.online import multiuser as MU
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    ratio = MU.get_multiuser_controller("replan-ratio").params
+    assert f"at a node budget of {ratio['max_nodes']} by default" in text
+    assert f"Up to {MU.MAX_USERS} users" in text and f"and {MU.MAX_ROUNDS:,} rounds per run" in text
+
+
+def test_readme_replan_example_parses():
+    import shlex
+
+    from spinlib.cli import build_parser
+
+    text = (ROOT / "README.md").read_text().replace("\\\n", " ")
+    lines = re.findall(r"^python -m spinlib (?:replan|arena|balance|measure) .*$", text, flags=re.M)
+    assert any(ln.startswith("python -m spinlib replan") for ln in lines)
+    parser = build_parser()
+    for ln in lines:
+        parser.parse_args(shlex.split(ln.split("#")[0])[3:])
