@@ -361,3 +361,20 @@ def test_fit_inverse_v_recovers_the_law_and_refuses_bad_input():
     for bad in (([1, 2], [1, 2]), ([0, 1, 2], [1, 2, 3]), ([1, 2, 3], [1, float("nan"), 3])):
         with pytest.raises(ValidationError):
             fit_inverse_v(*bad)
+
+
+def test_controller_specs_refuse_integers_beyond_the_float_range():
+    """Found by the fuzz campaign: gelato:V=10**400 reached the controller's check as an int and
+    raised OverflowError there; it is one line at parse time, and the checks themselves take it too."""
+    from spinlib.online.gelato import _check_V
+    from spinlib.online.multiuser import parse_mspec
+    from spinlib.online.registry import parse_params
+    from spinlib.scenario import ValidationError
+
+    huge = "1" + "0" * 400
+    for parse in (parse_spec, parse_mspec):
+        with pytest.raises(ValidationError, match="beyond the float range"):
+            parse(f"gelato:V={huge}" if parse is parse_spec else f"energy-queue:V={huge}")
+    with pytest.raises(ValidationError, match="must be finite"):
+        _check_V(10 ** 400)
+    assert parse_params("fixed:L=3,x=None,y=0.5,z=abc") == ("fixed", {"L": 3, "x": None, "y": 0.5, "z": "abc"})

@@ -22,15 +22,17 @@ import math
 
 import numpy as np
 
-from ..scenario import ValidationError
+from ..scenario import ValidationError, check_positive
 from .anchors import first_true
 from .registry import Controller, Env, register_controller
 
 
 def _check_V(V) -> float:
-    if isinstance(V, bool) or not isinstance(V, (int, float)) or not math.isfinite(V) or V <= 0:
-        raise ValidationError(f"V must be a finite number > 0, got {V!r}")
-    return float(V)
+    """``float(V)``, or one line for bools, strings, NaN, infinities, integers beyond floats and V <= 0."""
+    try:
+        return check_positive("V", V)
+    except ValidationError as e:
+        raise ValidationError(f"V must be a finite number > 0 ({e})") from None
 
 
 def _check_eta(eta) -> float:

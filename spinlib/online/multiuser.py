@@ -116,9 +116,9 @@ from ..emulator.testbed import MAX_ROUND_USER_CELLS
 from ..emulator.traces import Trace, trace_bits
 from ..rounds import Allocation, evaluate, sync_round_time, uplink_time
 from ..registry import Registry, declared_params
-from ..scenario import Scenario, ValidationError, check_int_range, check_nonnegative
+from ..scenario import Scenario, ValidationError, check_int_range, check_nonnegative, check_positive
 from .energy import ENERGY_PRESETS, EnergyModel
-from .registry import ControllerEntry, ControllerSpec
+from .registry import ControllerEntry, ControllerSpec, parse_params
 
 MAX_USERS = BNB_FULL_USERS  # per-round solvers: heterogeneous-sync certifies to its tolerance up to this K
 MAX_ROUNDS = 100_000  # rounds per run: every round is a solve (about 10-100 ms each at K = 4-8)
@@ -620,28 +620,11 @@ def mspec(name: str, label: str = "", **params) -> ControllerSpec:
 
 
 def parse_mspec(text) -> ControllerSpec:
-    """``"name"`` or ``"name:key=value,key=value"`` (values parsed as int, float, ``None`` or string), or a spec."""
+    """``"name"`` or ``"name:key=value,key=value"`` (:func:`spinlib.online.registry.parse_params`), or a spec."""
     if isinstance(text, ControllerSpec):
         return mspec(text.name, text.label, **text.kwargs)
-    if not isinstance(text, str) or not text.strip():
-        raise ValidationError(f"controller spec must be 'name' or 'name:key=value,...', got {text!r}")
-    name, _, rest = text.strip().partition(":")
-    params = {}
-    for item in filter(None, rest.split(",")):
-        key, eq, val = item.partition("=")
-        if not eq or not key.strip():
-            raise ValidationError(f"controller spec {text!r}: parameter {item!r} must be key=value")
-        if val.strip() in ("None", "none"):
-            val = None
-        else:
-            for conv in (int, float):
-                try:
-                    val = conv(val)
-                    break
-                except ValueError:
-                    continue
-        params[key.strip()] = val
-    return mspec(name.strip(), **params)
+    name, params = parse_params(text)
+    return mspec(name, **params)
 
 
 def make_multiuser_controller(spec, env: MultiUserEnv) -> MultiUserController:
@@ -882,10 +865,11 @@ class ReplanCoordinate(MultiUserController):
 
 
 def _check_V(V) -> float:
-    if isinstance(V, bool) or not isinstance(V, (int, float, np.integer, np.floating)) or not math.isfinite(V) \
-            or V <= 0:
-        raise ValidationError(f"V must be a finite number > 0 [J^2/token], got {V!r}")
-    return float(V)
+    """``float(V)``, or one line for bools, strings, NaN, infinities, integers beyond floats and V <= 0."""
+    try:
+        return check_positive("V", V)
+    except ValidationError as e:
+        raise ValidationError(f"V must be a finite number > 0 [J^2/token] ({e})") from None
 
 
 @register_multiuser_controller("energy-queue", "drift-plus-penalty per device: every round max V (E[N] - lambda T) "

@@ -168,23 +168,40 @@ def cspec(name: str, label: str = "", **params) -> ControllerSpec:
     return ControllerSpec(name, tuple(sorted(params.items())), label)
 
 
-def parse_spec(text: str) -> ControllerSpec:
-    """``"name"`` or ``"name:key=value,key=value"`` (values parsed as int, float or string)."""
+def parse_params(text: str) -> tuple[str, dict]:
+    """``"name"`` or ``"name:key=value,key=value"`` -> ``(name, params)``: values parsed as int, float,
+    ``None`` (``None``/``none``) or string; one line for a malformed item or an integer beyond the
+    float range (a traceback in the controller's checks otherwise). Shared by every spec parser."""
     if not isinstance(text, str) or not text.strip():
         raise ValidationError(f"controller spec must be 'name' or 'name:key=value,...', got {text!r}")
     name, _, rest = text.strip().partition(":")
     params = {}
     for item in filter(None, rest.split(",")):
         key, eq, val = item.partition("=")
-        if not eq or not key:
-            raise ValidationError(f"controller spec {text!r}: parameter {item!r} must be key=value")
-        for conv in (int, float):
-            try:
-                val = conv(val)
-                break
-            except ValueError:
-                continue
+        if not eq or not key.strip():
+            raise ValidationError(f"controller spec {text[:80]!r}: parameter {item[:40]!r} must be key=value")
+        if val.strip() in ("None", "none"):
+            val = None
+        else:
+            for conv in (int, float):
+                try:
+                    val = conv(val)
+                    break
+                except ValueError:  # also an integer string beyond Python's digit limit: then a float (inf)
+                    continue
+            if isinstance(val, int):
+                try:
+                    float(val)
+                except OverflowError:
+                    raise ValidationError(f"controller spec: parameter {key.strip()!r} is an integer of "
+                                          f"{len(str(abs(val)))} digits, beyond the float range") from None
         params[key.strip()] = val
+    return name.strip(), params
+
+
+def parse_spec(text: str) -> ControllerSpec:
+    """``"name"`` or ``"name:key=value,key=value"`` (:func:`parse_params`) as a checked spec."""
+    name, params = parse_params(text)
     return cspec(name, **params)
 
 
@@ -196,5 +213,6 @@ def as_spec(x) -> ControllerSpec:
 
 
 __all__ = ["FAMILIES", "Env", "Controller", "ControllerEntry", "CONTROLLERS", "register_controller", "get_controller",
-           "controller_names", "check_controller_params", "make_controller", "ControllerSpec", "cspec", "parse_spec",
+           "controller_names", "check_controller_params", "make_controller", "ControllerSpec", "cspec", "parse_params",
+           "parse_spec",
            "as_spec"]
