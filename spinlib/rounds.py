@@ -128,8 +128,10 @@ class Allocation:
         known = [f.name for f in dataclasses.fields(cls)]
         d = check_keys("allocation", d, known, required=("draft_lengths", "bandwidth_hz"))
         for key in ("draft_lengths", "bandwidth_hz", "modes", "dl_power_w"):
-            if key in d and d[key] is not None and not isinstance(d[key], (list, tuple)):
-                raise ValidationError(f"{key} must be a list, got {type(d[key]).__name__}")
+            optional = key in ("modes", "dl_power_w")  # null: a paper-1 (all-UL) allocation
+            if key in d and not (optional and d[key] is None) and not isinstance(d[key], (list, tuple)):
+                got = "null" if d[key] is None else type(d[key]).__name__
+                raise ValidationError(f"{key} must be a list, got {got}")
         if d.get("info") is not None and not isinstance(d["info"], dict):
             raise ValidationError(f"info must be a JSON object, got {type(d['info']).__name__}")
         G = d.get("goodput_tokens_per_s")

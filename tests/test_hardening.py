@@ -52,6 +52,9 @@ def test_misspelt_scenario_keys_are_refused(scen, tmp_path, section, bad, hint):
     ({"draft_lengths": [1, 1, 1], "bandwidth_hz": [1e6] * 3, "modes": 7, "dl_power_w": [0, 0, 0]}, "modes must be a list"),
     ({"draft_lengths": [1, 1, 1], "bandwidth_hz": [1e6] * 3, "modes": ["UL"] * 3, "dl_power_w": 5}, "dl_power_w must be a list"),
     ({"draft_lengths": [1, 1, 1], "bandwidth_hz": [1e6] * 3, "dl_powr_w": [0, 0, 0]}, "did you mean 'dl_power_w'"),
+    # found by the fuzz campaign: a required list given as null was a TypeError traceback
+    ({"draft_lengths": None, "bandwidth_hz": [1e6] * 3}, "draft_lengths must be a list, got null"),
+    ({"draft_lengths": [1, 1, 1], "bandwidth_hz": None}, "bandwidth_hz must be a list, got null"),
     ([1, 2], "allocation must be a JSON object"),
 ])
 def test_bad_allocations_are_one_line(scen, tmp_path, alloc, match):
