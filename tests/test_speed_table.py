@@ -180,3 +180,20 @@ def test_balance_and_arena_sections(tmp_path):
     assert "| 200 | not run | - | 15.8 (14.2-17.4) | not recorded |" in text
     assert "| 10,000 | 0.70 (0.63-0.77) | 287 | not run | - |" in text
     assert "| 1,000 x 10 x 100 | no | 1.05 (0.95-1.16) | 0.95 |" in text
+
+
+def test_campaigns_section_states_the_counts_and_refuses_unrecorded_runs(tmp_path):
+    from spinlib.paths import RESULTS
+
+    text = ST.campaigns_section(RESULTS / "benchmarks")
+    for policy, name in ST.CERTIFIED:
+        s = json.loads((RESULTS / "benchmarks" / f"{name}.json").read_text())["summary"]
+        assert f"| {policy} | {s['instances']:,} (seed {s['seed']}) | {s['misses']}" in text
+    f = json.loads((RESULTS / "benchmarks" / "fuzz_campaign.json").read_text())
+    assert f"{f['cases_total']:,} mutated inputs" in text and f"{f['failing_properties']} failing properties" in text
+    for name in [n for _, n in ST.CERTIFIED] + ["fuzz_campaign"]:
+        doc = json.loads((RESULTS / "benchmarks" / f"{name}.json").read_text())
+        doc.pop("commit")
+        (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+    with pytest.raises(ValidationError, match="does not record the commit"):
+        ST.campaigns_section(tmp_path)
