@@ -197,3 +197,11 @@ def test_campaigns_section_states_the_counts_and_refuses_unrecorded_runs(tmp_pat
         (tmp_path / f"{name}.json").write_text(json.dumps(doc))
     with pytest.raises(ValidationError, match="does not record the commit"):
         ST.campaigns_section(tmp_path)
+
+
+def test_readme_campaigns_section_is_generated_from_the_campaigns():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert ST.CAMPAIGNS_BEGIN in readme
+    generated = ST.replace_section(readme, ST.campaigns_section(ROOT / "results" / "benchmarks"), "README.md",
+                                   ST.CAMPAIGNS_BEGIN, ST.CAMPAIGNS_END)
+    assert generated == readme, "README campaigns section differs: python benchmarks/speed_table.py"
