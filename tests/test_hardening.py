@@ -281,8 +281,11 @@ def test_interrupted_run_keeps_the_last_complete_notebook_and_says_it_is_incompl
     previous.write_text('{"previous": "complete run"}\n')
     env = dict(os.environ, SPINLIB_RESULTS=str(results), SPINLIB_NO_LOCK="1",
                VIRTUAL_ENV=str(sys.prefix), PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")
+    # a shell that starts a job in the background makes it ignore SIGINT (and bash keeps a signal ignored at
+    # entry ignored): reset it, as a terminal's foreground job has it
     p = subprocess.Popen(["bash", "run_all.sh", "--only", "99"], cwd=proj, env=env, start_new_session=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     running = results / "executed" / ".99_sleep.running.ipynb"
     deadline = time.time() + 240
     while time.time() < deadline and p.poll() is None:
