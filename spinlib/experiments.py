@@ -33,7 +33,7 @@ import numpy as np
 
 from .control import get_policy, register_policy, solve
 from .control.registry import Policy, check_params
-from .presets import MEASURED_PRESET, get_preset, random_scenario, random_uldl_scenario
+from .presets import MEASURED_PRESET, MEASURED_PRESETS, get_preset, random_scenario, random_uldl_scenario
 from .rounds import evaluate
 from .scenario import Payload, Scenario, ValidationError
 
@@ -353,7 +353,7 @@ def make_scenario(knob: str, value, seed: int, *, preset: str = "llama2-7b-l4", 
     K = int(value) if knob == "num_users" else num_users
     h = float(value) if knob == "heterogeneity" else heterogeneity
     # the measured preset brings its own acceptance and draft-time spread; keep only the shadowing
-    kw = heterogeneity_kwargs(h) if preset != MEASURED_PRESET else {"shadowing_db": 8.0 * h}
+    kw = heterogeneity_kwargs(h) if preset not in MEASURED_PRESETS else {"shadowing_db": 8.0 * h}
     if knob == "bandwidth_mhz":
         kw["bandwidth_hz"] = float(value) * 1e6
     if knob == "access_latency_ms":

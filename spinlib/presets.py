@@ -161,52 +161,76 @@ PRESETS: dict[str, Preset] = {
 }
 
 DEFAULT_PRESET = "llama2-7b-l4"
-MEASURED_PRESET = "smollm2-measured"
+MEASURED_PRESET = "qwen-coder-measured"  # the real pair a reader meets first (notebook 05)
+# measured preset -> (glob of its summaries under data/measurements, base preset for radio and payload)
+MEASURED_PRESETS = {"qwen-coder-measured": ("qwen-coder/*.summary.json", "qwen-7b-l4"),
+                    "smollm2-measured": ("smollm2-*/*.summary.json", "llama2-7b-l4")}
 
 
-def measured_preset(temperature: float = 1.0, measurements_dir=None) -> Preset:
-    """A preset built from the committed measurements of the SmolLM2 pairs (notebook 05).
+def measured_preset(temperature: float = 1.0, measurements_dir=None, name: str = MEASURED_PRESET) -> Preset:
+    """A preset built from committed measurements of a real pair (notebook 05).
 
-    Acceptance: each user draws one measured alpha (pair x Spec-Bench task, at ``temperature``).
-    Timings: the median measured draft time per token (devices 1-4x slower than this machine's
-    core, drawn per user) and the median fitted ``T_ver(N) = t0 + t1 N`` of the target on this CPU.
-    Radio and payload as in the Llama-2 preset, with SmolLM2's vocabulary (49,152).
+    ``qwen-coder-measured``: Qwen2.5-Coder-0.5B drafting for Qwen2.5-Coder-1.5B on this CPU (the
+    edge server), on the kernel recorded in each summary. Acceptance: each user draws one measured
+    alpha (task group at ``temperature``). Server: the median over task groups of the batched
+    verification fit ``T_ver = t0 + t1 * sum_k N_k`` (N positions for each of K users in one pass,
+    :func:`spinlib.sd.measure.time_verification_grid`). Devices: the median measured draft step
+    on this CPU times a slowdown drawn per user from U(1, 4) (devices up to 4x slower than this
+    machine's 2 cores). Radio and payload of the ``qwen-7b-l4`` preset (20 MHz, V = 151,936, top-128).
+
+    ``smollm2-measured``: the SmolLM2-135M low-bit self-drafts (pair x task alphas; the single-user
+    fit ``t0 + t1 N``); radio and payload of ``llama2-7b-l4`` with SmolLM2's vocabulary (49,152).
     """
     import json
     from pathlib import Path
 
     from .paths import DATA
 
+    if name not in MEASURED_PRESETS:
+        raise ValidationError(f"measured preset must be one of {sorted(MEASURED_PRESETS)}, got {name!r}")
+    pattern, base_name = MEASURED_PRESETS[name]
     root = Path(measurements_dir or DATA / "measurements")
-    alphas, draft, t0, t1 = [], [], [], []
-    for f in sorted(root.glob("smollm2-*/*.summary.json")):
+    alphas, draft, t0, t1, kernels = [], [], [], [], set()
+    for f in sorted(root.glob(pattern)):
         d = json.loads(f.read_text())
         bt = d["by_temperature"].get(str(float(temperature)))
         if bt is None:
             continue
         alphas.append(round(bt["alpha"], 4))
-        draft.append(d["timing"]["draft_s_per_token"])
-        t0.append(d["timing"]["verify_t0_s"])
-        t1.append(d["timing"]["verify_t1_s"])
+        tm = d["timing"]
+        draft.append(tm["draft_s_per_token"])
+        if "verify_grid" in tm:
+            t0.append(tm["verify_grid"]["fit"]["t0_s"])
+            t1.append(tm["verify_grid"]["fit"]["t1_s"])
+        else:
+            t0.append(tm["verify_t0_s"])
+            t1.append(tm["verify_t1_s"])
+        kernels.add(d.get("kernel", {}).get("kernel", "fp32"))
     if not alphas:
-        raise ValidationError(f"no measurements under {root}: run notebook 05 (or python -m spinlib measure)")
-    base = PRESETS["llama2-7b-l4"]
+        raise ValidationError(f"no measurements for {name} under {root}: run notebook 05 (or python -m spinlib measure)")
+    base = PRESETS[base_name]
+    if name == "qwen-coder-measured":
+        desc = (f"Qwen2.5-Coder-0.5B drafting for Qwen2.5-Coder-1.5B, measured here ({len(alphas)} task groups, "
+                f"T = {temperature:g}, kernel {'/'.join(sorted(kernels))}); this CPU as the edge server (batched "
+                "verification fit); devices 1-4x slower than this CPU's draft step; 20 MHz uplink; top-128 (16-bit).")
+        extra = dict(target="qwen2.5-coder-1.5b-instruct", draft="qwen2.5-coder-0.5b-instruct", vocab_size=151_936)
+    else:
+        desc = (f"SmolLM2-135M-Instruct target with its low-bit drafts, measured here ({len(alphas)} pair x task "
+                f"summaries, T = {temperature:g}); timings of this CPU; 10 MHz uplink; top-128 (16-bit).")
+        extra = dict(target="smollm2-135m-instruct", draft="smollm2-135m-instruct@rtn", vocab_size=49_152)
     return dataclasses.replace(
-        base, name=MEASURED_PRESET,
-        description=f"SmolLM2-135M-Instruct target with its low-bit drafts, measured here ({len(alphas)} pair x task "
-                    f"summaries, T = {temperature:g}); timings of this CPU; 10 MHz uplink; top-128 (16-bit).",
+        base, name=name, description=desc,
         sources=_CELL_SOURCES + ("acceptance and timings: data/measurements (our measurement, notebook 05)",),
-        target="smollm2-135m-instruct", draft="smollm2-135m-instruct@rtn", vocab_size=49_152,
         alpha_range=(min(alphas), max(alphas)), server_t0_s=float(np.median(t0)),
         server_t1_s=float(max(np.median(t1), 0.0)), draft_time_s=float(np.median(draft)),
-        device_slowdown=(1.0, 4.0), alpha_choices=tuple(alphas), chips=("measured",))
+        device_slowdown=(1.0, 4.0), alpha_choices=tuple(alphas), chips=("measured",), **extra)
 
 
 def get_preset(name: str) -> Preset:
-    if name == MEASURED_PRESET:
-        return measured_preset()
+    if name in MEASURED_PRESETS:
+        return measured_preset(name=name)
     if name not in PRESETS:
-        raise ValidationError(f"preset must be one of {sorted(PRESETS) + [MEASURED_PRESET]}, got {name!r}")
+        raise ValidationError(f"preset must be one of {sorted(PRESETS) + sorted(MEASURED_PRESETS)}, got {name!r}")
     return PRESETS[name]
 
 

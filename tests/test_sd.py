@@ -194,16 +194,28 @@ def test_cli_pairs_and_generate():
     assert r.returncode == 2 and "pair must be one of" in r.stderr
 
 
-def test_measured_preset_uses_the_committed_measurements():
-    from spinlib import random_scenario
-    from spinlib.presets import MEASURED_PRESET, get_preset
+@pytest.mark.parametrize("name,vocab", [("qwen-coder-measured", 151_936), ("smollm2-measured", 49_152)])
+def test_measured_preset_uses_the_committed_measurements(name, vocab):
+    import json
 
-    p = get_preset(MEASURED_PRESET)
-    assert p.vocab_size == 49_152 and len(p.alpha_choices) >= 3
-    s = random_scenario(40, seed=1, preset=MEASURED_PRESET)
+    from spinlib import random_scenario
+    from spinlib.paths import DATA
+    from spinlib.presets import MEASURED_PRESET, MEASURED_PRESETS, get_preset
+
+    assert MEASURED_PRESET == "qwen-coder-measured"
+    p = get_preset(name)
+    files = sorted((DATA / "measurements").glob(MEASURED_PRESETS[name][0]))
+    assert p.vocab_size == vocab and len(p.alpha_choices) == len(files) >= 3
+    docs = [json.loads(f.read_text()) for f in files]
+    assert sorted(p.alpha_choices) == sorted(round(d["by_temperature"]["1.0"]["alpha"], 4) for d in docs)
+    assert p.draft_time_s == float(np.median([d["timing"]["draft_s_per_token"] for d in docs]))
+    if name == "qwen-coder-measured":  # the server is the batched verification fit (K users x N positions)
+        assert p.server_t0_s == float(np.median([d["timing"]["verify_grid"]["fit"]["t0_s"] for d in docs]))
+        assert all(d["kernel"]["kernel"] in ("fp32", "fp32-prepacked", "bf16") for d in docs)
+    s = random_scenario(40, seed=1, preset=name)
     assert set(np.round(s.alpha, 4)) <= set(p.alpha_choices)
     assert np.all((s.tau >= p.draft_time_s * 0.999) & (s.tau <= 4.001 * p.draft_time_s))
-    assert s.server.t0_s == p.server_t0_s and s.payload.vocab_size == 49_152
+    assert s.server.t0_s == p.server_t0_s and s.payload.vocab_size == vocab
 
 
 def test_cross_tokenizer_greedy_is_lossless():

@@ -301,8 +301,8 @@ def record_traces(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: 
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     atomic_write_text(prov, json.dumps({
         "config": cfg, "pair": pair_name, "target": pair.target, "draft": pair.draft,
-        "target_package": spec.install, "draft_recipe": f"round-to-nearest {pair.draft_bits}-bit, groups of "
-                                                        f"{pair.group_size} (spinlib.sd.models.quantize_rtn_)",
+        "target_package": spec.install, "draft_recipe": pair.draft_recipe if pair.draft_model else
+        f"round-to-nearest {pair.draft_bits}-bit, groups of {pair.group_size} (spinlib.sd.models.quantize_rtn_)",
         "prompts": "Spec-Bench question.jsonl (data/spec_bench), first turn, chat template" if spec.chat else
                    "Spec-Bench question.jsonl (data/spec_bench), first turn, raw text",
         "question_ids": sorted(done), "commit": commit or None,

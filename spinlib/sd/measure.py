@@ -137,6 +137,64 @@ def time_verification(target, prompt_ids: list[int], sizes=(1, 2, 4, 8, 16), rep
     return list(sizes), secs, t0, t1, fit
 
 
+@torch.no_grad()
+def time_verification_grid(target, prompt_ids: list[int], Ns=(1, 2, 3, 5, 9), Ks=(1, 2, 4, 8), repeats: int = 5,
+                           prefix: int = 128) -> dict:
+    """``T_ver(N, K)``: median seconds of one batched target pass verifying ``N`` positions for each of
+    ``K`` users, each user with its own cached prefix (``prompt_ids``), as an edge server verifies.
+
+    Each user's cache holds the first ``prefix`` tokens of ``prompt_ids`` (the same length for all,
+    so no padding). Cells are interleaved inside every repeat (a load change hits all of them). Returns
+    ``{"N": [...], "K": [...], "median_s": [[K x N]], "q25_s", "q75_s", "fit"}`` where ``fit`` is the
+    least-squares ``T = t0 + t1 * (K N)`` (the library's :class:`~spinlib.scenario.Server` model,
+    N K positions per pass) with its RMS residual and largest relative residual.
+    """
+    import copy
+
+    from transformers import DynamicCache
+
+    prompt_ids = list(prompt_ids)[:prefix]
+    base = {}
+    for K in Ks:
+        cache = DynamicCache(config=target.config)
+        target(input_ids=torch.tensor([prompt_ids] * K), past_key_values=cache, use_cache=True, logits_to_keep=1)
+        base[K] = cache
+    filler = int(prompt_ids[-1])
+
+    def one(K, N):
+        c = copy.deepcopy(base[K])
+        t = time.perf_counter()
+        target(input_ids=torch.full((K, N), filler), past_key_values=c, use_cache=True, logits_to_keep=N)
+        return time.perf_counter() - t
+
+    for K in Ks:  # warm-up
+        one(K, max(Ns))
+    samples = {(K, N): [] for K in Ks for N in Ns}
+    for _ in range(repeats):
+        for K in Ks:
+            for N in Ns:
+                samples[(K, N)].append(one(K, N))
+    med = [[float(np.median(samples[(K, N)])) for N in Ns] for K in Ks]
+    q25 = [[float(np.quantile(samples[(K, N)], 0.25)) for N in Ns] for K in Ks]
+    q75 = [[float(np.quantile(samples[(K, N)], 0.75)) for N in Ns] for K in Ks]
+    x = np.array([K * N for K in Ks for N in Ns], float)
+    y = np.array(med, float).ravel()
+    A = np.vstack([np.ones(len(x)), x]).T
+    (t0, t1), *_ = np.linalg.lstsq(A, y, rcond=None)
+    res = A @ np.array([t0, t1]) - y
+    fit = {"t0_s": float(t0), "t1_s": float(t1), "rms_residual_s": float(np.sqrt(np.mean(res**2))),
+           "max_rel_residual": float(np.max(np.abs(res) / y)), "model": "T = t0 + t1 * K * N"}
+    # with a per-user term (each user's cache is read once per pass): T = t0 + tu K + t1 K N
+    A2 = np.vstack([np.ones(len(x)), [K for K in Ks for _ in Ns], x]).T
+    c2, *_ = np.linalg.lstsq(A2, y, rcond=None)
+    res2 = A2 @ c2 - y
+    fit_user = {"t0_s": float(c2[0]), "tu_s": float(c2[1]), "t1_s": float(c2[2]),
+                "rms_residual_s": float(np.sqrt(np.mean(res2**2))), "max_rel_residual": float(np.max(np.abs(res2) / y)),
+                "model": "T = t0 + tu * K + t1 * K * N"}
+    return {"N": list(Ns), "K": list(Ks), "median_s": med, "q25_s": q25, "q75_s": q75, "repeats": repeats,
+            "prefix_tokens": len(prompt_ids), "fit": fit, "fit_per_user": fit_user}
+
+
 # ----------------------------------------------------------------------------------------------
 # the measurement pipeline: raw JSONL records (resumable) + a JSON summary, keyed by the config
 # ----------------------------------------------------------------------------------------------
@@ -251,8 +309,8 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     from ..cache import atomic_write_text, config_key
     from ..scenario import Payload
     from .engine import mean_tokens_per_round, speculative_generate
-    from .models import PACKAGED, get_pair, load_pair
-    from .prompts import encode, load_prompts
+    from .models import PACKAGED, get_pair, load_pair, pair_kernel
+    from .prompts import encode, encode_intact, load_prompts
 
     pair = get_pair(pair_name)
     cfg = {"pair": pair_name, "task": task, "n_prompts": n_prompts, "max_new_tokens": max_new_tokens,
@@ -275,6 +333,16 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     spec = PACKAGED[pair.target]
     stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
     prompts = load_prompts(task, n_prompts)
+    # packaged-draft pairs: prompts up to MAX_PROMPT_TOKENS with their template intact (middle cut,
+    # counted); the low-bit pairs keep encode's left cut at 384 (their committed data)
+    intact = pair.draft_model is not None
+    encoded, cuts = {}, {}
+    for p in prompts:
+        if intact:
+            encoded[p["question_id"]], cuts[p["question_id"]] = encode_intact(tok, p["prompt"], spec.chat,
+                                                                              MAX_PROMPT_TOKENS)
+        else:
+            encoded[p["question_id"]] = encode(tok, p["prompt"], spec.chat)
     jobs = [("beta", p, T, None) for p in prompts for T in temperatures]
     jobs += [("engine", p, T, L) for p in prompts[:engine_prompts] for T in temperatures for L in L_values]
     with raw.open("a") as f:
@@ -282,7 +350,7 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
             k = (kind, p["question_id"], float(T), L)
             if k in done:
                 continue
-            ids = encode(tok, p["prompt"], spec.chat)
+            ids = encoded[p["question_id"]]
             g = torch.Generator().manual_seed(seed * 1_000_003 + p["question_id"] * 101 + int(T * 10) + (L or 0))
             if kind == "beta":
                 b = teacher_forced_beta(target, draft, ids, max_new_tokens=max_new_tokens, temperature=T,
@@ -301,7 +369,12 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
             done[k] = rec
     summary = {"config": cfg, "pair": pair_name, "target": pair.target, "draft": pair.draft, "task": task,
                "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                            "python": platform.python_version()}, "by_temperature": {}}
+                            "python": platform.python_version()}, "by_temperature": {},
+               "kernel": pair_kernel(pair_name).to_dict()}
+    if intact:
+        summary["prompts"] = {"max_tokens": MAX_PROMPT_TOKENS, "truncation": "middle of the content, template intact",
+                              "cut": sum(1 for c in cuts.values() if c > 0), "of": len(cuts),
+                              "chars_cut": int(sum(cuts.values()))}
     L_max = max(L_values)
     for T in temperatures:
         betas = [np.array(r["beta"]) for (kind, _, t, _), r in done.items() if kind == "beta" and t == T]
@@ -317,13 +390,17 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
             "tokens_per_round_teacher_forced": {str(L): float(1 + prof[:L].sum()) for L in L_values},
             "tokens_per_round_engine": eng,
         }
-    probe = encode(tok, prompts[0]["prompt"], spec.chat)
-    summary["timing"] = time_pair(target, draft, probe, threads=threads, allow_busy=allow_busy)
+    probe = encoded[prompts[0]["question_id"]]
+    summary["timing"] = time_pair(target, draft, probe, threads=threads, allow_busy=allow_busy, grid=intact)
     atomic_write_text(summ, json.dumps(summary, indent=2) + "\n")
     return summary
 
 
-def time_pair(target, draft, probe_ids: list[int], *, threads: int | None = None, allow_busy: bool = False) -> dict:
+MAX_PROMPT_TOKENS = 1024  # packaged-draft pairs (Qwen: 32k context); the cost of a prefill bounds it here
+
+
+def time_pair(target, draft, probe_ids: list[int], *, threads: int | None = None, allow_busy: bool = False,
+              grid: bool = False) -> dict:
     """The ``timing`` block of a summary: draft and target seconds per token (medians, quartiles) and
     the verification fit ``T_ver(N) = t0 + t1 N`` with its residuals, on the prompt ``probe_ids``.
 
@@ -339,13 +416,18 @@ def time_pair(target, draft, probe_ids: list[int], *, threads: int | None = None
     load = require_quiet(threads, allow_busy, what="the timing part of this measurement")
     sizes, secs, t0, t1, fit = time_verification(target, probe_ids)
     draft_t, target_t = time_draft(draft, probe_ids), time_draft(target, probe_ids)
+    vgrid = time_verification_grid(target, probe_ids) if grid else None
     load_after = load_check(threads)
     timing = {"draft_s_per_token": draft_t["median_s"], "target_s_per_token": target_t["median_s"],
               "draft_spread": draft_t, "target_spread": target_t,
               "verify_sizes": sizes, "verify_s": secs, "verify_t0_s": t0, "verify_t1_s": t1,
               "verify_fit": fit, "threads": threads, "load_before": load.to_dict(),
               "load_after": load_after.to_dict(), "reliable": bool(load.reliable and load_after.reliable and fit["ok"]),
-              "machine": platform.processor() or platform.machine()}
+              "machine": platform.processor() or platform.machine(),
+              "dtype": str(next(target.parameters()).dtype).replace("torch.", "")}
+    if vgrid is not None:
+        timing["verify_grid"] = vgrid
+        timing["draft_to_target_step"] = draft_t["median_s"] / target_t["median_s"]
     if not fit["ok"] and not allow_busy:
         raise ValidationError(
             f"verification-time fit refused: residual {fit['rms_residual_s'] * 1e3:.2f} ms RMS is not below the "

