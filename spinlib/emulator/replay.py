@@ -61,7 +61,7 @@ def real_trace(scenario: Scenario, alloc: Allocation, cfg: EmulatorConfig, progr
     from ..scenario import Payload
     from ..sd.engine import speculative_generate
     from ..sd.models import PACKAGED, get_pair, load_pair
-    from ..sd.prompts import encode
+    from ..sd.prompts import encode_for_pair
 
     pair = get_pair(cfg.real_models)
     if not pair.installed():
@@ -76,7 +76,7 @@ def real_trace(scenario: Scenario, alloc: Allocation, cfg: EmulatorConfig, progr
     cols = {n: np.zeros((R, K)) for n in ("drafted", "accepted", "draft_s", "verify_s")}
     outputs, done = [], np.full(K, R)
     modes = list(alloc.modes or ("UL",) * K)
-    ids_all = [encode(tok, p, chat=True) for p in real_prompts(K)]
+    ids_all = [encode_for_pair(pair, tok, p) for p in real_prompts(K)]
     if alloc.round_model == "sync":  # one real batched target pass per round for all users
         from ..sd.batched import batched_sync_generate
 
@@ -131,13 +131,13 @@ def prompt_betas(pair: str, num_users: int, max_new_tokens: int, temperature: fl
     trajectory is the one the real rounds produce, so ``beta`` covers exactly their tokens.
     """
     from ..sd.measure import teacher_forced_beta
-    from ..sd.models import load_pair
-    from ..sd.prompts import encode
+    from ..sd.models import get_pair, load_pair
+    from ..sd.prompts import encode_for_pair
 
     target, draft, tok = load_pair(pair)
     out = []
     for text in real_prompts(num_users):
-        ids = encode(tok, text, chat=True)
+        ids = encode_for_pair(get_pair(pair), tok, text)
         out.append(teacher_forced_beta(target, draft, ids, max_new_tokens=max_new_tokens, temperature=temperature))
     return out
 

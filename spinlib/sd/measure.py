@@ -24,6 +24,7 @@ import torch
 
 from ..scenario import ValidationError
 from .engine import CachedLM, target_generate
+from .prompts import MAX_PROMPT_TOKENS  # noqa: F401 -- re-exported (benchmarks, notebooks)
 
 
 @torch.no_grad()
@@ -310,7 +311,7 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     from ..scenario import Payload
     from .engine import mean_tokens_per_round, speculative_generate
     from .models import PACKAGED, get_pair, load_pair, pair_kernel
-    from .prompts import encode, encode_intact, load_prompts
+    from .prompts import MAX_PROMPT_TOKENS, encode, encode_intact, load_prompts
 
     pair = get_pair(pair_name)
     cfg = {"pair": pair_name, "task": task, "n_prompts": n_prompts, "max_new_tokens": max_new_tokens,
@@ -449,7 +450,7 @@ def retime_summary(path, *, threads: int | None = None, allow_busy: bool = False
 
     from ..cache import atomic_write_text
     from .models import PACKAGED, get_pair, load_pair
-    from .prompts import encode, load_prompts
+    from .prompts import encode, encode_for_pair, load_prompts
 
     path = Path(path)
     summary = read_summary(path)
@@ -458,8 +459,14 @@ def retime_summary(path, *, threads: int | None = None, allow_busy: bool = False
     cfg = summary["config"]
     pair = get_pair(cfg.get("pair"))
     target, draft, tok = load_pair(pair.name)
-    probe = encode(tok, load_prompts(cfg["task"], cfg["n_prompts"])[0]["prompt"], PACKAGED[pair.target].chat)
-    summary["timing"] = time_pair(target, draft, probe, threads=threads, allow_busy=allow_busy)
+    text = load_prompts(cfg["task"], cfg["n_prompts"])[0]["prompt"]
+    probe = encode_for_pair(pair, tok, text) if PACKAGED[pair.target].chat else encode(tok, text, False)
+    summary["timing"] = time_pair(target, draft, probe, threads=threads, allow_busy=allow_busy,
+                                  grid="verify_grid" in summary.get("timing", {}))
+    if "kernel" in summary:
+        from .models import pair_kernel
+
+        summary["kernel"] = pair_kernel(pair.name).to_dict()
     atomic_write_text(path, json.dumps(summary, indent=2) + "\n")
     return summary
 
@@ -476,13 +483,13 @@ def engine_round_traces(pair_name: str, task: str, n_prompts: int, max_new_token
     import torch
 
     from .engine import speculative_generate
-    from .models import load_pair
-    from .prompts import encode, load_spec_bench
+    from .models import get_pair, load_pair
+    from .prompts import encode_for_pair, load_spec_bench
 
     target, draft, tok = load_pair(pair_name)
     rows = []
     for i, p in enumerate(load_spec_bench(task, n_prompts)):
-        ids = encode(tok, p["prompt"], chat=True)
+        ids = encode_for_pair(get_pair(pair_name), tok, p["prompt"])
         for pname, pay in payloads.items():
             for mode in ("UL", "DL"):
                 _, rr = speculative_generate(target, draft, ids, max_new_tokens=max_new_tokens,

@@ -83,6 +83,18 @@ def encode_intact(tokenizer, text: str, chat: bool, max_prompt_tokens: int) -> t
     return ids, cut
 
 
+MAX_PROMPT_TOKENS = 1024  # packaged-draft pairs (Qwen: 32k context); the cost of a prefill on this CPU bounds it
+
+
+def encode_for_pair(pair, tokenizer, text: str) -> list[int]:
+    """A prompt's ids as every measurement of ``pair`` takes them (chat template): a packaged-draft pair
+    keeps its template intact up to :data:`MAX_PROMPT_TOKENS` (:func:`encode_intact`), a low-bit pair
+    keeps :func:`encode`'s left cut at 384 tokens (its committed data were taken so)."""
+    if pair.draft_model is not None:
+        return encode_intact(tokenizer, text, True, MAX_PROMPT_TOKENS)[0]
+    return encode(tokenizer, text, True)
+
+
 def load_humaneval(n: int | None = None) -> list[dict]:
     """HumanEval problems as prompts ``{question_id, category, task, prompt}`` (the function to complete)."""
     import importlib.metadata as md
