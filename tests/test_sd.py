@@ -178,7 +178,8 @@ def test_cli_pairs_and_generate():
     r = _cli("pairs", "--json")
     rows = json.loads(r.stdout)
     assert {"name", "draft", "target", "tokenizer_shared", "installed"} <= set(rows[0])
-    assert {row["target"] for row in rows} == {"smollm2-135m-instruct", "gemma-3-270m"}
+    assert {row["target"] for row in rows} == {"qwen2.5-coder-1.5b-instruct", "smollm2-135m-instruct", "gemma-3-270m"}
+    assert {row["kernel"] for row in rows if row["name"] == "qwen-coder"} == {"auto"}
     r = _cli("generate", "--pair", PAIR, "--prompt", "The capital of France is", "--draft-length", "3",
              "--max-new-tokens", "8", "--mode", "DL", "--temperature", "1", "--json")
     assert r.returncode == 0, r.stderr

@@ -90,13 +90,13 @@ def batched_sync_generate(target, draft, prompts: list[list[int]], draft_lengths
     K = len(prompts)
     if len(draft_lengths) != K:
         raise ValidationError(f"draft_lengths has {len(draft_lengths)} entries for {K} prompts")
-    if any(len(p) < 2 for p in prompts):
-        raise ValidationError("every prompt needs at least two tokens")
+    modes = mode_names(parse_modes(["UL"] * K if modes is None else modes, K))
     if any(int(L) < 0 for L in draft_lengths):
         raise ValidationError("draft_lengths must be >= 0")
+    if any(len(p) < 2 for p in prompts):
+        raise ValidationError("every prompt needs at least two tokens")
     if not hasattr(target, "config"):
         raise ValidationError("batched verification needs a Hugging Face target (a KV cache per user)")
-    modes = mode_names(parse_modes(["UL"] * K if modes is None else modes, K))
     payload = payload or DEFAULT_PAYLOAD
     greedy = temperature == 0
     gens = [torch.Generator().manual_seed(seed + k) for k in range(K)]
