@@ -225,7 +225,8 @@ def test_real_models_greedy_outputs_equal_target_greedy():
 
 @pytest.mark.real_models
 def test_batched_sync_engine_is_lossless_and_one_pass_per_round():
-    """The batched synchronous engine: greedy outputs equal the target's, one target call per round."""
+    """The batched synchronous engine: greedy outputs equal the target's, one target call per round (after
+    one prefill per user), no position scored twice."""
     from spinlib.emulator import real_prompts
     from spinlib.sd.batched import batched_sync_generate
     from spinlib.sd.engine import target_generate
@@ -237,7 +238,7 @@ def test_batched_sync_engine_is_lossless_and_one_pass_per_round():
     orig = target.forward
 
     def counting(*args, **kw):
-        calls.append(1)
+        calls.append(tuple(kw["input_ids"].shape))
         return orig(*args, **kw)
 
     target.forward = counting
@@ -246,7 +247,9 @@ def test_batched_sync_engine_is_lossless_and_one_pass_per_round():
         outs, recs, batch_s = batched_sync_generate(target, draft, prompts, [3, 0, 5], 4, pad_id=tok.pad_token_id or 0)
     finally:
         target.forward = orig
-    assert len(calls) == 4 and len(batch_s) == 4  # one batched target pass per round
+    assert len(calls) == 3 + 4 and len(batch_s) == 4  # one prefill per user, then one batched pass per round
+    assert calls[:3] == [(1, len(p) - 1) for p in prompts]  # each prompt once
+    assert calls[3:] == [(3, 5 + 1)] * 4  # each round: the last committed token + at most L_max drafts per user
     for k in range(3):
         assert outs[k] == target_generate(target, prompts[k], max_new_tokens=len(outs[k]))
         assert [r.drafted for r in recs[k]] == [[3, 0, 5][k]] * 4
