@@ -239,3 +239,23 @@ def test_one_batched_pass_verifies_two_users(qwen):
         assert len(out) == sum(r.tokens for r in rr)
         ref, logits = target_generate(target, prompt, max_new_tokens=len(out), return_logits=True)
         assert compare_greedy(ref, logits, out, tau=0.5).explained
+
+
+@pytest.mark.real_models
+def test_verification_grid_is_a_curve_with_its_fits():
+    """T_ver(N, K): one batched cached pass per cell, quartiles around the median, and both fits are the
+    least-squares solutions of the medians (recomputed here)."""
+    from spinlib.sd.measure import time_verification_grid
+
+    target, _, tok = MD.load_pair("smollm2-rtn6")
+    g = time_verification_grid(target, list(range(100, 140)), Ns=(1, 3), Ks=(1, 2, 3), repeats=3, prefix=16)
+    med, q25, q75 = (np.array(g[k]) for k in ("median_s", "q25_s", "q75_s"))
+    assert med.shape == (3, 2) and g["prefix_tokens"] == 16
+    assert (med > 0).all() and (q25 <= med + 1e-12).all() and (med <= q75 + 1e-12).all()
+    KN_ = np.array([K * N for K in g["K"] for N in g["N"]], float)
+    A = np.vstack([np.ones(len(KN_)), KN_]).T
+    coef, *_ = np.linalg.lstsq(A, med.ravel(), rcond=None)
+    assert np.allclose(coef, [g["fit"]["t0_s"], g["fit"]["t1_s"]])
+    res = A @ coef - med.ravel()
+    assert np.isclose(g["fit"]["rms_residual_s"], np.sqrt(np.mean(res ** 2)))
+    assert g["fit_per_user"]["rms_residual_s"] <= g["fit"]["rms_residual_s"] + 1e-12  # one more parameter
