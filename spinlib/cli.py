@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -24,6 +25,22 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse prints usage too; keep it short)
         sys.stderr.write(f"spinlib: error: {message}\n")
         raise SystemExit(2)
+
+
+SEED_MAX = 2**63 - 1  # numpy, torch and the JSON records all take a seed in 0..2**63 - 1
+
+
+def seed_arg(name: str = "--seed"):
+    """An ``argparse`` type: an integer seed in ``0..SEED_MAX`` (one line naming ``name`` otherwise)."""
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if not 0 <= v <= SEED_MAX:
+            raise argparse.ArgumentTypeError(f"{name} must be in 0..2**63-1, got {text if len(text) < 40 else text[:37] + '...'}")
+        return v
+    return parse
 
 
 def _positive_int(name):
@@ -47,10 +64,22 @@ def _bounded_int(name, hi):
     return parse
 
 
+def _json_safe(obj):
+    """``obj`` with every non-finite float replaced by ``None`` (JSON has no NaN: strict readers fail)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
 def _print_json(obj) -> None:
+    """Print ``obj`` as strict JSON (``allow_nan=False``): a non-finite number is printed as ``null``."""
     from .cache import json_default
 
-    print(json.dumps(obj, indent=2, default=json_default))
+    print(json.dumps(_json_safe(json.loads(json.dumps(obj, default=json_default))), indent=2, allow_nan=False))
 
 
 def cmd_scenario(args) -> int:
@@ -309,6 +338,9 @@ def cmd_measure(args) -> int:
     if args.task not in ALL_TASKS:
         raise ValidationError(f"--task must be one of {ALL_TASKS}, got {args.task!r}")
     available = len(load_prompts(args.task))
+    if args.prompts < 2:
+        raise ValidationError(f"--prompts must be >= 2 (the acceptance interval resamples whole prompts), "
+                              f"got {args.prompts}")
     if args.prompts > available:
         raise ValidationError(f"--prompts must be <= {available} (prompts of task {args.task!r}), got {args.prompts}")
     if args.max_new_tokens > MAX_NEW_TOKENS:
@@ -400,12 +432,13 @@ def _policy_options(parser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m spinlib", description=__doc__.splitlines()[0])
+    p = _Parser(prog="python -m spinlib", description=__doc__.splitlines()[0],
+                epilog="--debug (anywhere on the line): an unexpected failure shows its traceback instead of one line")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     s = sub.add_parser("scenario", help="write a random scenario")
     s.add_argument("--users", type=_positive_int("--users"), required=True, help="number of users K")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=seed_arg(), default=0)
     s.add_argument("--preset", default="llama2-7b-l4", help="named preset (see spinlib.presets.PRESETS)")
     s.add_argument("-o", "--output", help="output JSON file (default: stdout)")
     s.set_defaults(func=cmd_scenario)
@@ -432,7 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
     em.add_argument("--policy", help="policy to solve the scenario with (or --allocation)")
     em.add_argument("--allocation", help="allocation JSON to emulate")
     em.add_argument("--rounds", type=_bounded_int("--rounds", MAX_ROUNDS), default=1000)
-    em.add_argument("--seed", type=int, default=0)
+    em.add_argument("--seed", type=seed_arg(), default=0)
     em.add_argument("--fading", choices=("static", "rayleigh", "markov"), default="static")
     em.add_argument("--acceptance", choices=("iid", "profile"), default="iid")
     em.add_argument("--server", choices=("batch", "ideal"), default="batch",
@@ -455,7 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=64)
     g.add_argument("--mode", choices=("UL", "DL"), default="UL", help="correction mode (bit accounting only)")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=seed_arg(), default=0)
     g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     g.add_argument("--json", action="store_true")
     g.set_defaults(func=cmd_generate)
@@ -468,7 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "in place, with spread, load checks and the fit's residuals")
     m.add_argument("--prompts", type=_positive_int("--prompts"), default=8)
     m.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=64)
-    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--seed", type=seed_arg(), default=0)
     m.add_argument("--recompute", action="store_true")
     m.add_argument("--out-dir", type=Path, default=None,
                    help="folder of the raw JSONL and summary (default .cache/measurements, untracked; the committed "
@@ -487,7 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="check a schedule ({modes, phi}) for the instance instead of solving (exit 1 if infeasible)")
     b.add_argument("--random", type=_bounded_int("--random", 100_000), default=None, metavar="K",
                    help="a random instance of K users (spinlib.balance.random_instance) instead of a file")
-    b.add_argument("--seed", type=int, default=0, help="seed of --random")
+    b.add_argument("--seed", type=seed_arg(), default=0, help="seed of --random")
     b.add_argument("--write", metavar="FILE", help="write the --random instance to FILE")
     b.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="a declared parameter of the policy (VALUE as JSON); repeatable")
@@ -504,16 +537,40 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _one_line(text: str, limit: int = 300) -> str:
+    """``text`` on one line, at most ``limit`` characters (an error message never floods the terminal)."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _describe_failure(e: BaseException, argv: list[str]) -> str:
+    """One line for an exception that escaped a command: the command, its input and the failure."""
+    try:
+        what = _one_line(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
+    except Exception:  # noqa: BLE001 - a message that cannot even be formatted (e.g. a huge integer)
+        what = type(e).__name__
+    cmd = next((a for a in argv if not a.startswith("-")), "?")
+    return (f"spinlib: error: {cmd} failed on input {_one_line(' '.join(argv), 160)!r}: {what} "
+            f"(rerun with --debug for the traceback)")
+
+
 def main(argv=None) -> int:
+    """The command line's one error policy: bad input (:class:`ValidationError`, an unreadable file)
+    is one line on stderr and exit 2; an interrupt is one line and exit 130; any other exception
+    that escapes a command is one line naming the command and its input, exit 1 (``--debug``: the
+    traceback instead). Every command goes through here, so no input can produce a traceback."""
     import warnings
 
-    args = build_parser().parse_args(argv)
-    # numerical warnings are not errors: every printed result is checked finite, or one line explains
-    warnings.simplefilter("ignore", RuntimeWarning)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
     try:
+        args = build_parser().parse_args(argv)
+        # numerical warnings are not errors: every printed result is checked finite, or one line explains
+        warnings.simplefilter("ignore", RuntimeWarning)
         return args.func(args)
     except ValidationError as e:
-        sys.stderr.write(f"spinlib: error: {e}\n")
+        sys.stderr.write(f"spinlib: error: {_one_line(e, 2000)}\n")
         return 2
     except BrokenPipeError:  # the reader stopped early (``... | head``): not an error of ours
         import os
@@ -521,8 +578,22 @@ def main(argv=None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at interpreter exit
         return 0
     except OSError as e:
-        sys.stderr.write(f"spinlib: error: {e}\n")
+        if debug:
+            raise
+        sys.stderr.write(f"spinlib: error: {_one_line(e, 2000)}\n")
         return 2
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        sys.stderr.write("spinlib: interrupted\n")
+        return 130
+    except SystemExit:  # argparse's own one-line usage errors (exit 2) and --help (exit 0)
+        raise
+    except Exception as e:  # noqa: BLE001 - the policy above: one line, never a traceback
+        if debug:
+            raise
+        sys.stderr.write(_describe_failure(e, argv) + "\n")
+        return 1
 
 
 if __name__ == "__main__":

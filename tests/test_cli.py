@@ -231,3 +231,137 @@ def test_arena_command_runs_and_refuses_bad_input(capsys):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "Traceback" not in err, (argv, err)
+
+
+def test_measure_refuses_one_prompt_before_loading_anything():
+    # one prompt has no resampling interval: refused up front (it printed [NaN, NaN] as "JSON")
+    r = run("measure", "--pair", "smollm2-rtn4g16", "--task", "qa", "--prompts", "1", "--json")
+    assert r.returncode != 0 and "--prompts must be >= 2" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_printed_json_is_strict(value, capsys):
+    from spinlib.cli import _print_json
+
+    _print_json({"a": [1.0, value, {"b": (value, 2)}]})
+    assert json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(c)) == \
+        {"a": [1.0, None, {"b": [None, 2]}]}
+
+
+# ---- one error policy for every command (issue 24): no input can produce a traceback
+@pytest.mark.parametrize("exc", [RuntimeError("boom"), RecursionError("deep"), OverflowError("x"),
+                                 MemoryError(), KeyError("k"), ZeroDivisionError("z"), ValueError("v\nsecond line")])
+def test_any_escaping_exception_is_one_line_naming_command_and_input(monkeypatch, capsys, exc):
+    import spinlib.cli as cli
+
+    real = cli.cmd_scenario
+
+    def failing(args):
+        raise exc
+
+    monkeypatch.setattr(cli, "cmd_scenario", failing)
+    parser = cli.build_parser  # the sub-command's func is bound when the parser is built
+    monkeypatch.setattr(cli, "build_parser", lambda: _rebind(parser(), "scenario", failing))
+    assert cli.main(["scenario", "--users", "2"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("spinlib: error: scenario failed on input 'scenario --users 2'") and type(exc).__name__ in err
+    with pytest.raises(type(exc)):  # --debug: the traceback instead
+        cli.main(["scenario", "--users", "2", "--debug"])
+    monkeypatch.setattr(cli, "cmd_scenario", real)
+
+
+def _rebind(parser, command, func):
+    sub = next(a for a in parser._actions if a.dest == "command")
+    sub.choices[command].set_defaults(func=func)
+    return parser
+
+
+def test_an_interrupt_is_one_line_and_exit_130(monkeypatch, capsys):
+    import spinlib.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    parser = cli.build_parser
+    monkeypatch.setattr(cli, "build_parser", lambda: _rebind(parser(), "arena", interrupted))
+    assert cli.main(["arena"]) == 130
+    assert capsys.readouterr().err == "spinlib: interrupted\n"
+
+
+def test_a_message_that_cannot_be_formatted_still_gives_one_line():
+    from spinlib.cli import _describe_failure
+
+    class Unprintable(Exception):
+        def __str__(self):
+            raise ValueError("Exceeds the limit for integer string conversion")
+
+    line = _describe_failure(Unprintable(), ["solve", "x.json"])
+    assert line.count("\n") == 0 and "Unprintable" in line and "solve" in line
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["scenario", "--users", "2", "--seed", "-1"], "--seed must be in 0..2**63-1"),
+    (["scenario", "--users", "2", "--seed", str(2 ** 64)], "--seed must be in 0..2**63-1"),
+    (["emulate", "x.json", "--seed", "1e3"], "--seed must be an integer"),
+    (["arena", "--seeds", "100000"], "--seeds must be an integer in [1, 1000]"),
+])
+def test_seeds_out_of_range_are_refused_by_name(argv, needle, tmp_path):
+    r = run(*argv, cwd=tmp_path)
+    assert r.returncode == 2 and needle in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_a_deeply_nested_file_is_one_line(tmp_path):
+    f = tmp_path / "deep.json"
+    f.write_text("[" * 200_000 + "]" * 200_000)
+    r = run("solve", str(f), "--policy", "equal")
+    assert r.returncode in (1, 2) and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_broken_plugin_is_one_line(tmp_path):
+    plugin = tmp_path / "broken.py"
+    plugin.write_text("raise RuntimeError('this plugin is broken')\n")
+    s = tmp_path / "s.json"
+    assert run("scenario", "--users", "2", "-o", str(s)).returncode == 0
+    r = run("solve", str(s), "--policy", "equal", "--plugin", str(plugin))
+    assert r.returncode in (1, 2) and r.stderr.count("\n") == 1 and "broken" in r.stderr, r.stderr
+
+
+_WORDS = ["scenario", "solve", "evaluate", "pairs", "arena", "replan", "balance", "--users", "--seed", "--seeds",
+          "--rounds", "--policy", "--preset", "--json", "--L-max", "--set", "-o", "equal", "exhaustive", "nope",
+          "-1", "0", "3", "1e309", "nan", "99999999999999999999999", "L_max=3", "gap=2", "{", "x.json"]
+
+
+def test_generated_command_lines_never_give_a_traceback(tmp_path):
+    """Random command lines from the CLI's own words: exit 0, 1 or 2 and at most one line on stderr."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    import spinlib.cli as cli
+
+    @settings(max_examples=120, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=6))
+    def check(argv):
+        import contextlib
+        import io
+        import os
+
+        if "-o" in argv:  # never write outside the temporary folder
+            i = argv.index("-o")
+            argv = argv[:i + 1] + [str(tmp_path / "out.json")] + argv[i + 2:]
+        err = io.StringIO()
+        cwd = os.getcwd()
+        os.chdir(tmp_path)
+        try:
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                try:
+                    rc = cli.main(argv)
+                except SystemExit as e:
+                    rc = e.code
+        finally:
+            os.chdir(cwd)
+        text = err.getvalue()
+        assert rc in (0, 1, 2) and text.count("\n") <= 1 and "Traceback" not in text, (argv, rc, text)
+
+    check()

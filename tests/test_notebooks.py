@@ -44,6 +44,39 @@ def kernel():
     return "spinlib"
 
 
+def _displayed_values(source: str) -> list[str]:
+    """Names of the calls whose value a code cell displays: its last statement is a bare call and the
+    cell does not end with ``;`` (IPython shows that value, e.g. a ``Claim(...)`` repr)."""
+    import ast
+
+    text = "\n".join(l for l in source.splitlines() if not l.lstrip().startswith(("%", "!")))
+    tree = ast.parse(text)
+    if not tree.body or text.rstrip().endswith(";"):
+        return []
+    last = tree.body[-1]
+    if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call):
+        f = last.value.func
+        return [f.id if isinstance(f, ast.Name) else getattr(f, "attr", "?")]
+    return []
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_FILES, ids=lambda p: p.stem)
+def test_no_cell_displays_a_library_object(path):
+    # a cell ending in claim(...) / write_summary(...) / finish() without ';' shows an object repr to the reader
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    bad = [(i, name) for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
+           for name in _displayed_values("".join(c["source"]))
+           if name in {"claim", "finish", "write_summary"}]  # calls that return an object
+    assert not bad, f"{path.name}: cells (index, call) that display the call's value: {bad}"
+
+
+def test_the_display_check_sees_a_bare_claim():
+    assert _displayed_values('x = 1\nclaim("a", "b",\n      holds=True)') == ["claim"]
+    assert _displayed_values('claim("a", "b", holds=True);') == []
+    assert _displayed_values('df.round(3)') == ["round"]
+    assert _displayed_values('y = claim("a", "b", holds=True)') == []
+
+
 def test_every_notebook_is_listed():
     assert [p.stem for p in NOTEBOOK_FILES] == sorted(EXPECTED)
 

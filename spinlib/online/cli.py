@@ -38,6 +38,8 @@ def _interval(lo, hi):
 
 def add_arena_parser(subparsers):
     """Add the ``arena`` sub-command to an ``argparse`` sub-parser collection; returns its parser."""
+    from ..cli import seed_arg
+
     p = subparsers.add_parser("arena", help="run online draft-length controllers on identical inputs")
     p.add_argument("--controllers", default="ucb-specstop,naive-ucb,specdec++,hf-heuristic,gelato,fixed:L=4",
                    help="comma-separated controller specs, parameters after ':' "
@@ -50,7 +52,7 @@ def add_arena_parser(subparsers):
     p.add_argument("--rounds", type=int, default=1000)
     p.add_argument("--users", type=int, default=10)
     p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg(), default=0)
     p.add_argument("--L-max", dest="L_max", type=int, default=8)
     p.add_argument("--t-d-ms", type=float, default=20.0, help="draft time per token [ms]")
     p.add_argument("--t0-ms", type=float, default=30.0, help="verification fixed time [ms]")
@@ -105,7 +107,7 @@ def cmd_arena(args) -> int:
         if args.list_controllers:
             print("\n".join(REGISTRY.listing(16)))
             return 0
-        check_int_range("--seed", args.seed, 0)  # numpy refuses a negative seed with a traceback
+        check_int_range("--seeds", args.seeds, 1, 1000)  # a run's size is bounded: rounds x users x seeds
         specs = _specs(args.controllers)
         cfg = ArenaConfig(rounds=args.rounds, users=args.users, L_max=args.L_max, t_d=args.t_d_ms / 1e3,
                           t0=args.t0_ms / 1e3, t1=args.t1_ms / 1e3, delay=Delay(args.delay, args.delay_ms / 1e3),
@@ -154,6 +156,7 @@ def add_replan_parser(subparsers):
         python -m spinlib replan cell.json --fading rayleigh --rounds 500 \\
             --controllers plan-on-average,replan-dinkelbach,energy-queue:V=0.1 --seed 0 --json
     """
+    from ..cli import seed_arg
     from .multiuser import DEFAULT_CONTROLLERS
 
     p = subparsers.add_parser("replan", help="multi-user controllers re-planning every round on the current channel")
@@ -164,7 +167,7 @@ def add_replan_parser(subparsers):
     p.add_argument("--list-controllers", action="store_true", help="list the registered controllers and exit")
     p.add_argument("--fading", default="static", help="static, rayleigh or markov")
     p.add_argument("--rounds", type=int, default=500)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg(), default=0)
     p.add_argument("--L-max", dest="L_max", type=int, default=8)
     p.add_argument("--acceptance", default="iid", help="iid or profile")
     p.add_argument("--energy-preset", default="phone-soc", help="device energy preset (spinlib.online.ENERGY_PRESETS)")

@@ -263,8 +263,8 @@ def record_traces(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: 
 
     from ..cache import atomic_write_text, config_key
     from ..paths import ROOT
-    from ..sd.models import PACKAGED, get_pair, load_pair
-    from ..sd.prompts import encode, load_prompts
+    from ..sd.models import PACKAGED, get_pair, load_pair, pair_kernel
+    from ..sd.prompts import MAX_PROMPT_TOKENS, encode, encode_for_pair, load_prompts
 
     pair = get_pair(pair_name)
     cfg = {"pair": pair_name, "task": task, "n_prompts": n_prompts, "max_new_tokens": max_new_tokens,
@@ -288,7 +288,8 @@ def record_traces(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: 
         for p in prompts:
             if p["question_id"] in done:
                 continue
-            ids = encode(tok, p["prompt"], spec.chat)
+            # as every measurement of the pair takes it (a distinct-draft pair keeps its chat template intact)
+            ids = encode_for_pair(pair, tok, p["prompt"]) if spec.chat else encode(tok, p["prompt"], False)
             rec = {"kind": "trace", "question_id": p["question_id"],
                    **{k: v for k, v in trace_record(target, draft, ids, max_new_tokens=max_new_tokens,
                                                     stop_ids=stop).items() if k != "kind"}}
@@ -303,9 +304,12 @@ def record_traces(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: 
         "config": cfg, "pair": pair_name, "target": pair.target, "draft": pair.draft,
         "target_package": spec.install, "draft_recipe": pair.draft_recipe if pair.draft_model else
         f"round-to-nearest {pair.draft_bits}-bit, groups of {pair.group_size} (spinlib.sd.models.quantize_rtn_)",
-        "prompts": "Spec-Bench question.jsonl (data/spec_bench), first turn, chat template" if spec.chat else
-                   "Spec-Bench question.jsonl (data/spec_bench), first turn, raw text",
-        "question_ids": sorted(done), "commit": commit or None,
+        "prompts": ("Spec-Bench question.jsonl (data/spec_bench), first turn, raw text" if not spec.chat else
+                    f"Spec-Bench question.jsonl (data/spec_bench), first turn, chat template kept intact, "
+                    f"middle of the text cut beyond {MAX_PROMPT_TOKENS} tokens (spinlib.sd.prompts.encode_intact)"
+                    if pair.draft_model is not None else
+                    "Spec-Bench question.jsonl (data/spec_bench), first turn, chat template"),
+        "question_ids": sorted(done), "commit": commit or None, "kernel": pair_kernel(pair_name).to_dict(),
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "python": platform.python_version()},
         "fields": {"accept": "greedy teacher-forced outcome 1[argmax q = argmax p]",
