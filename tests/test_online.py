@@ -378,3 +378,92 @@ def test_controller_specs_refuse_integers_beyond_the_float_range():
     with pytest.raises(ValidationError, match="must be finite"):
         _check_V(10 ** 400)
     assert parse_params("fixed:L=3,x=None,y=0.5,z=abc") == ("fixed", {"L": 3, "x": None, "y": 0.5, "z": "abc"})
+
+
+# ---- committed traces are checked against their provenance before any replay (issue 24)
+def _copy_pair(tmp_path, pair="smollm2-rtn4g16"):
+    import shutil
+
+    src = trace_files(pair)[0].parent
+    dst = tmp_path / pair
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _corruptions():
+    """(name, edit) pairs: each turns a good committed trace folder into one that must be refused."""
+    def lines(f):
+        return f.read_text().splitlines(keepends=True)
+
+    def torn(d, f, p):
+        f.write_text("".join(lines(f)) + '{"kind": "trace", "question_id": 9')
+
+    def duplicate(d, f, p):
+        ls = lines(f)
+        f.write_text("".join(ls + ls[:1]))
+
+    def dropped(d, f, p):
+        f.write_text("".join(lines(f)[:-1]))
+
+    def foreign(d, f, p):
+        rec = json.loads(lines(f)[0])
+        rec["question_id"] = 10 ** 6
+        f.write_text("".join(lines(f)) + json.dumps(rec) + "\n")
+
+    def no_provenance(d, f, p):
+        p.unlink()
+
+    def other_pair(d, f, p):
+        prov = json.loads(p.read_text())
+        prov["pair"] = "smollm2-rtn6"
+        p.write_text(json.dumps(prov))
+
+    def other_task(d, f, p):
+        f.rename(f.with_name("qa2-" + f.name.split("-", 1)[1]))
+        p.rename(p.with_name("qa2-" + p.name.split("-", 1)[1]))
+
+    def edited_config(d, f, p):
+        prov = json.loads(p.read_text())
+        prov["config"]["max_new_tokens"] += 1
+        p.write_text(json.dumps(prov))
+
+    def duplicate_key(d, f, p):
+        text = p.read_text()
+        p.write_text(text.replace('"pair":', '"pair": "x", "pair":', 1))
+
+    def too_long(d, f, p):
+        rec = json.loads(lines(f)[0])
+        n = len(rec["tokens"]) + 60
+        rec.update(tokens=[1] * n, accept=[1] * n, top_prob=[0.5] * n, entropy=[1.0] * n, accept_prob=[1.0] * n)
+        f.write_text(json.dumps(rec) + "\n" + "".join(lines(f)[1:]))
+
+    return [torn, duplicate, dropped, foreign, no_provenance, other_pair, other_task, edited_config, duplicate_key,
+            too_long]
+
+
+@pytest.mark.parametrize("corrupt", _corruptions(), ids=lambda f: f.__name__)
+def test_a_committed_trace_that_disagrees_with_its_provenance_is_refused(tmp_path, corrupt):
+    d = _copy_pair(tmp_path)
+    assert load_pair_traces("smollm2-rtn4g16", directory=tmp_path)  # the copy as committed is accepted
+    f = sorted(d.glob("qa-*.jsonl"))[0]
+    corrupt(d, f, f.with_name(f.stem + ".provenance.json"))
+    with pytest.raises(ValidationError) as e:
+        load_pair_traces("smollm2-rtn4g16", directory=tmp_path)
+    assert "\n" not in str(e.value) and "qa" in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_byte_edits_of_a_committed_trace_are_refused_or_harmless(tmp_path, seed):
+    """Generated damage: one random byte of the JSONL changed. Either one clear line, or a file that
+    still satisfies every check (e.g. a digit of a probability changed): never a traceback."""
+    d = _copy_pair(tmp_path)
+    f = sorted(d.glob("qa-*.jsonl"))[0]
+    data = bytearray(f.read_bytes())
+    rng = np.random.default_rng(seed)
+    i = int(rng.integers(len(data)))
+    data[i] = int(rng.choice(list(b'0123456789{}[]",: x\n')))
+    f.write_bytes(bytes(data))
+    try:
+        load_pair_traces("smollm2-rtn4g16", directory=tmp_path)
+    except ValidationError as e:
+        assert "\n" not in str(e)

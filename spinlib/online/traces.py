@@ -29,6 +29,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -162,8 +163,72 @@ def read_traces(path) -> dict[int, dict]:
             if i == len(lines):
                 break
             raise _error(path, i, "<line>", "valid JSON") from None
-        done[check_trace_record(r, path, i)] = r
+        qid = check_trace_record(r, path, i)
+        if qid in done:
+            raise _error(path, i, "question_id", f"a prompt not recorded before (id {qid} repeats)")
+        done[qid] = r
     return done
+
+
+def _strict_json(text: str, path) -> Any:
+    """``json.loads`` that refuses a duplicate key (plain ``json`` keeps the last one silently)."""
+    def pairs(items):
+        seen = set()
+        for k, _ in items:
+            if k in seen:
+                raise ValidationError(f"{path}: duplicate key {k!r}")
+            seen.add(k)
+        return dict(items)
+
+    try:
+        return json.loads(text, object_pairs_hook=pairs)
+    except ValueError as e:
+        raise ValidationError(f"{path}: not valid JSON ({e})") from None
+
+
+def verified_traces(path) -> list[PromptTrace]:
+    """The traces of a *committed* file, checked against its provenance record before use.
+
+    ``<task>-<key>.jsonl`` must have ``<task>-<key>.provenance.json`` beside it (written only once a
+    recording completed), whose configuration hashes to ``key`` and names this task and the pair of
+    the folder; the file holds exactly the prompts the record lists (no torn line, no repeated or
+    foreign prompt) and no prompt is longer than the configured number of new tokens. Any mismatch
+    is one :class:`ValidationError` line naming the file and what differs.
+    """
+    from ..cache import config_key
+
+    path = Path(path)
+    task, _, key = path.stem.rpartition("-")
+    prov_path = path.with_name(f"{path.stem}.provenance.json")
+    if not prov_path.is_file():
+        raise ValidationError(f"trace file {str(path)!r} has no provenance record {prov_path.name!r} (an "
+                              "interrupted or foreign recording: record it again with record_traces)")
+    prov = _strict_json(prov_path.read_text(encoding="utf-8"), prov_path)
+    cfg = prov.get("config") if isinstance(prov, dict) else None
+    ids = prov.get("question_ids") if isinstance(prov, dict) else None
+    if not isinstance(cfg, dict) or not isinstance(ids, list):
+        raise ValidationError(f"{prov_path}: 'config' (an object) and 'question_ids' (a list) are required")
+    pair = path.parent.name
+    for field, have, want in (("pair", prov.get("pair"), pair), ("config.pair", cfg.get("pair"), pair),
+                              ("config.task", cfg.get("task"), task), ("config hash", config_key(cfg, 12), key)):
+        if have != want:
+            raise ValidationError(f"{prov_path}: {field} is {have!r}, but the file {path.name!r} in folder "
+                                  f"{pair!r} needs {want!r}")
+    lines = path.read_text(encoding="utf-8", errors="strict").splitlines()
+    recs = {}
+    for i, line in enumerate(lines, 1):
+        r = _strict_json(line, f"{path}:{i}")
+        qid = check_trace_record(r, path, i)
+        if qid in recs:
+            raise _error(path, i, "question_id", f"a prompt not recorded before (id {qid} repeats)")
+        if len(r["tokens"]) > cfg.get("max_new_tokens", 0):
+            raise _error(path, i, "tokens", f"at most max_new_tokens = {cfg.get('max_new_tokens')} tokens")
+        recs[qid] = r
+    if sorted(recs) != sorted(ids) or len(ids) != len(set(ids)):
+        extra, missing = sorted(set(recs) - set(ids)), sorted(set(ids) - set(recs))
+        raise ValidationError(f"{path}: its prompts differ from its provenance record (not listed there: {extra[:5]}, "
+                              f"listed but missing: {missing[:5]})")
+    return [to_prompt_trace(r) for r in recs.values()]  # in recording order (the replayed stream's order)
 
 
 def load_traces(path) -> list[PromptTrace]:
@@ -181,13 +246,14 @@ def trace_files(pair: str, directory=None) -> list[Path]:
 
 
 def load_pair_traces(pair: str, directory=None, tasks=None) -> dict[str, list[PromptTrace]]:
-    """``{task: [PromptTrace, ...]}`` of a pair's committed traces (one line when there are none)."""
+    """``{task: [PromptTrace, ...]}`` of a pair's committed traces, each file checked against its
+    provenance (:func:`verified_traces`); one line when there are none."""
     files = trace_files(pair, directory)
     out = {}
     for f in files:
         task = f.name.rsplit("-", 1)[0]
         if tasks is None or task in tasks:
-            out[task] = load_traces(f)
+            out[task] = verified_traces(f)
     if not out:
         raise ValidationError(f"no traces recorded for pair {pair!r} under {Path(directory or traces_dir())}"
                               + (f" for tasks {list(tasks)}" if tasks else ""))
@@ -320,5 +386,5 @@ def record_traces(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: 
 
 
 __all__ = ["TRACE_VERSION", "PromptTrace", "run_lengths", "replay_prompt", "check_trace_record", "to_prompt_trace",
-           "read_traces", "load_traces", "trace_files", "load_pair_traces", "trace_summary", "trace_record",
+           "read_traces", "load_traces", "verified_traces", "trace_files", "load_pair_traces", "trace_summary", "trace_record",
            "record_traces", "traces_dir"]
