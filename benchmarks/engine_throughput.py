@@ -22,6 +22,10 @@ by the target's logit margin (:mod:`spinlib.sd.lossless`), and counted. Ratios a
 all samples and per task group. Teacher-forced measurement is compared with one plain decode per token (it should cost one
 decode plus one draft pass). Refuses to run on a busy machine unless ``--allow-busy``.
 
+Each configuration also records, per generated token, the forward calls, new positions and seconds
+of the target and of the draft (hooks on both models) and the rest of its time (the engine's own
+work): where a ratio comes from, not only its size.
+
 Writes results/benchmarks/engine_throughput.json (``--quick``: 2 prompts, 16 tokens, 2 rounds,
 under results/smoke/). ~5 min on 2 quiet cores with the defaults.
 """
@@ -50,6 +54,35 @@ ALL_COMPARISONS = (("speculative_ours_vs_assisted_hf", "speculative_ours", "assi
                    ("assisted_hf_vs_plain_hf", "assisted_hf", "plain_hf"),
                    ("plain_ours_vs_plain_hf", "plain_ours", "plain_hf"),
                    ("teacher_forced_cost_in_plain_decodes", "plain_ours", "teacher_forced"))
+
+
+class ForwardMeter:
+    """Where the time of a generation goes: every forward call of each named model is counted with
+    its new positions and its wall time (forward pre/post hooks on the top-level module). What is
+    left of a run's time is the engine's own work (sampling, acceptance, cache bookkeeping)."""
+
+    def __init__(self, **models):
+        self.acc = {name: {"calls": 0, "positions": 0, "seconds": 0.0} for name in models}
+        self._t = {}
+        for name, m in models.items():
+            m.register_forward_pre_hook(self._pre(name), with_kwargs=True)
+            m.register_forward_hook(self._post(name))
+
+    def _pre(self, name):
+        def hook(module, args, kwargs):
+            ids = kwargs.get("input_ids", args[0] if args else None)
+            self.acc[name]["calls"] += 1
+            self.acc[name]["positions"] += int(ids.shape[-1]) if ids is not None else 0
+            self._t[name] = time.perf_counter()
+        return hook
+
+    def _post(self, name):
+        def hook(module, args, output):
+            self.acc[name]["seconds"] += time.perf_counter() - self._t.pop(name)
+        return hook
+
+    def snapshot(self) -> dict:
+        return {n: dict(v) for n, v in self.acc.items()}
 
 
 def main(args) -> dict:
@@ -118,6 +151,9 @@ def main(args) -> dict:
 
     for name in CONFIGS:  # warm-up, untimed
         config(name, prompts[0], 0, 8)
+    meter = ForwardMeter(target=target, draft=draft)  # draft_default shares the draft's modules and hooks
+    breakdown = {c: {f"{m}_{k}": 0.0 for m in ("target", "draft") for k in ("calls", "positions", "seconds")}
+                 for c in CONFIGS}
     sec_per_token = {c: [] for c in CONFIGS}
     seconds = {c: 0.0 for c in CONFIGS}
     tokens = {c: 0 for c in CONFIGS}
@@ -130,9 +166,13 @@ def main(args) -> dict:
             visit += 1
             outs = {}
             for name in order:
+                before = meter.snapshot()
                 t = time.perf_counter()
                 outs[name] = config(name, ids, p, max_new)
                 dt = time.perf_counter() - t
+                for m, v in meter.snapshot().items():
+                    for k in ("calls", "positions", "seconds"):
+                        breakdown[name][f"{m}_{k}"] += v[k] - before[m][k]
                 n = outs[name] if name == "teacher_forced" else len(outs[name])
                 sec_per_token[name].append(dt / max(n, 1))
                 seconds[name] += dt
@@ -158,7 +198,11 @@ def main(args) -> dict:
         configs[c] = {"tokens_per_s": {"median": float(np.median(tps)), "q25": float(np.quantile(tps, 0.25)),
                                        "q75": float(np.quantile(tps, 0.75))},
                       "s_per_token": timing_of(sec_per_token[c]).to_dict(),
-                      "overall_tokens_per_s": tokens[c] / seconds[c], "tokens": tokens[c]}
+                      "overall_tokens_per_s": tokens[c] / seconds[c], "tokens": tokens[c],
+                      # per generated token: forward calls, positions and seconds of each model, and the rest
+                      "per_token": {**{k: v / max(tokens[c], 1) for k, v in breakdown[c].items()},
+                                    "other_seconds": (seconds[c] - breakdown[c]["target_seconds"]
+                                                      - breakdown[c]["draft_seconds"]) / max(tokens[c], 1)}}
     comparisons = {key: ratio_record(ratio_from_samples(sec_per_token[a], sec_per_token[b]), a, b)
                    for key, a, b in COMPARISONS}
     sample_task = [task_of_prompt[i % len(prompts)] for i in range(rounds * len(prompts))]

@@ -210,12 +210,24 @@ def engine_section(doc: dict) -> list[str]:
         rec = doc["comparisons"].get(key)
         if rec:
             out.append(f"| {label} | {ratio_cell(rec, win, loss, none)} |")
-    out += ["", "| configuration | tokens/s: median (quartiles) |", "|---|---|"]
+    per = any("per_token" in c for c in doc["configs"].values())
+    out += ["", "| configuration | tokens/s: median (quartiles) |"
+            + (" target calls | target ms | draft calls | draft ms | other ms |" if per else ""),
+            "|---|---|" + ("---|---|---|---|---|" if per else "")]
     for key, label in ENGINE_CONFIGS:
         c = doc["configs"].get(key)
         if c:
             t = c["tokens_per_s"]
-            out.append(f"| {label} | {num(t['median'])} ({num(t['q25'])}-{num(t['q75'])}) |")
+            row = f"| {label} | {num(t['median'])} ({num(t['q25'])}-{num(t['q75'])}) |"
+            if per:
+                q = c.get("per_token")
+                row += (" " + " | ".join(num(v) for v in (q["target_calls"], 1e3 * q["target_seconds"], q["draft_calls"],
+                                                            1e3 * q["draft_seconds"], 1e3 * q["other_seconds"])) + " |"
+                        if q else " | | | | |")
+            out.append(row)
+    if per:
+        out += ["", "Calls and milliseconds are per generated token over the whole run (forward hooks on both models); "
+                "'other' is the rest of the run's time: sampling, acceptance, cache bookkeeping and generation set-up."]
     if doc.get("by_task"):
         keys = [(k, lab) for k, lab, *_ in ENGINE_ROWS if k in doc["comparisons"] and k != "plain_ours_vs_plain_hf"
                 and not k.startswith("teacher")]
