@@ -355,3 +355,50 @@ def test_min_makespan_split_never_exceeds_the_band_even_in_deep_fades():
         assert np.all(b.sum(axis=-1) <= s.radio.bandwidth_hz), i
         some = (L > 0).any(axis=-1)
         assert np.all(b.sum(axis=-1)[some] >= s.radio.bandwidth_hz * (1 - 2e-8)), i  # the docstring's bound
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_min_makespan_split_is_finite_and_fast_over_the_whole_gain_range(seed):
+    """Channel gains log-uniform over the whole physical range (1e-30..1): every length vector gets a
+    finite makespan and a split of the whole band, at once. (A user so deep in a fade that its rate is
+    power-limited at any bandwidth once made the root search spin for seconds and return NaN.)"""
+    import time
+
+    rng = np.random.default_rng([seed, 71])
+    K = int(rng.integers(1, 9))
+    s = random_scenario(K, seed)
+    s = s.replace(users=tuple(dataclasses.replace(u, channel_gain=float(10 ** rng.uniform(-30, 0)))
+                              for u in s.users))
+    L = rng.integers(0, 9, size=(64, K))
+    t = time.perf_counter()
+    D, b = min_makespan_bandwidth(s, L)
+    assert time.perf_counter() - t < 2.0
+    B = s.radio.bandwidth_hz
+    act = (L > 0).any(axis=1)
+    assert np.all(np.isfinite(D)) and np.all(np.isfinite(b)) and np.all(b >= 0)
+    assert np.all(b.sum(axis=1)[act] <= B * (1 + 1e-12))
+    # no split finishes sooner than the lower bound, and each user meets the makespan with its share
+    from spinlib.channel import RateModel
+    from spinlib.control.bandwidth import makespan_lower_bound
+
+    rates = RateModel.of(s)
+    lb = makespan_lower_bound(s, L, rates)
+    assert np.all(D >= lb * (1 - 1e-9))
+    # the whole band is used, or the makespan is at its lower bound (a power-limited user sets it)
+    full = b.sum(axis=1) >= B * (1 - 2e-8)
+    assert np.all((full | (D <= lb * (1 + 1e-9)))[act]), (D / lb)[act & ~full]
+    with np.errstate(divide="ignore"):
+        finish = np.where(L > 0, L * (s.tau + s.payload.bits_per_token / rates.rate(b)), 0.0)
+    assert np.all(finish.max(axis=1)[act] <= D[act] * (1 + 1e-6))
+
+
+def test_extreme_fade_gives_server_only_decoding_quickly():
+    import time
+
+    s = random_scenario(3, 4)
+    s = s.replace(users=tuple(dataclasses.replace(u, channel_gain=1e-30) for u in s.users))
+    for policy in ("homogeneous", "heterogeneous-sync", "heterogeneous-async", "uldl-optimal"):
+        t = time.perf_counter()
+        a = solve(s, policy, L_max=4)
+        assert time.perf_counter() - t < 5.0, policy
+        assert np.isfinite(a.goodput_tokens_per_s) and max(a.draft_lengths) == 0, policy

@@ -44,6 +44,13 @@ def kernel():
     return "spinlib"
 
 
+def _data_state() -> str:
+    """``git status`` of ``data/`` with untracked files: what a run added or changed there."""
+    root = NOTEBOOKS.parent
+    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", "data"], cwd=root,
+                          capture_output=True, text=True, check=True).stdout
+
+
 def _displayed_values(source: str) -> list[str]:
     """Names of the calls whose value a code cell displays: its last statement is a bare call and the
     cell does not end with ``;`` (IPython shows that value, e.g. a ``Claim(...)`` repr)."""
@@ -89,10 +96,12 @@ def test_notebook_smoke(path, tmp_path, kernel, monkeypatch):
     monkeypatch.setenv("SPINLIB_RESULTS", str(tmp_path))
     monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel's inline backend: figures in the outputs
     before = path.read_bytes()
+    data_before = _data_state()
     out = tmp_path / path.name
     pm.execute_notebook(str(path), str(out), parameters={"SMOKE": True}, kernel_name=kernel,
                         cwd=str(NOTEBOOKS), progress_bar=False, execution_timeout=600)
     assert path.read_bytes() == before, "the source notebook must not be modified"
+    assert _data_state() == data_before, "a smoke run must not add or change anything under data/"
     summaries, figures = EXPECTED[path.stem]
     for name in summaries:
         data = json.loads((tmp_path / "summaries" / f"{name}.json").read_text())

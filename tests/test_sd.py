@@ -237,3 +237,24 @@ def test_cross_tokenizer_greedy_is_lossless():
     assert len(d) > 30_000 and len(set(t)) == len(t)
     beta = intersection_beta(target, ttok, draft, dtok, prompt, max_new_tokens=8, vocab_map=(d, t))
     assert beta.shape == (len(ref[:8]),) and np.all((beta >= 0) & (beta <= 1 + 1e-9))
+
+
+def test_cached_only_reads_a_committed_measurement_or_refuses(tmp_path):
+    """What notebook 05's smoke run does: the committed summary of a configuration, nothing loaded."""
+    import json as _json
+
+    from spinlib.paths import DATA
+    from spinlib.scenario import ValidationError
+    from spinlib.sd.measure import measure_pair
+
+    f = sorted((DATA / "measurements" / "qwen-coder").glob("humaneval-*.summary.json"))[0]
+    cfg = _json.loads(f.read_text())["config"]
+    kw = dict(n_prompts=cfg["n_prompts"], max_new_tokens=cfg["max_new_tokens"], seed=cfg["seed"],
+              temperatures=tuple(cfg["temperatures"]), L_values=tuple(cfg["L_values"]),
+              engine_prompts=cfg["engine_prompts"])
+    s = measure_pair("qwen-coder", "humaneval", **kw, out_dir=DATA / "measurements", cached_only=True)
+    assert s["config"] == cfg
+    with pytest.raises(ValidationError) as e:
+        measure_pair("qwen-coder", "humaneval", **kw, out_dir=tmp_path, cached_only=True)
+    assert "\n" not in str(e.value) and "measure it first" in str(e.value)
+    assert not any(tmp_path.iterdir())  # nothing written

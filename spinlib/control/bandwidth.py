@@ -80,7 +80,9 @@ def min_makespan_bandwidth(scenario: Scenario, L, rates: RateModel | None = None
         Minimal drafting + uplink makespan [s] (0 where nobody drafts).
     b : ndarray, shape [..., K]
         Bandwidth [Hz] with ``sum_k b_k <= B`` always, and ``>= B (1 - 2e-8)`` where someone drafts
-        (tested on random cells with and without deep fades; the Newton stop leaves up to ~1e-8 unused).
+        (the Newton stop leaves up to ~1e-8 unused) unless ``D`` is at its lower bound, where a user
+        whose rate is power-limited at any bandwidth sets the makespan and more band is of no use
+        (tested on random cells with gains over the whole physical range, 1e-30..1).
 
     The root of ``sum_k b_k(D) = B`` is bracketed by ``max_k L_k (tau_k + S/R_k(inf))`` (sum = inf)
     and the makespan of the equal split (sum <= B), then found by safeguarded Newton
@@ -102,7 +104,10 @@ def min_makespan_bandwidth(scenario: Scenario, L, rates: RateModel | None = None
     # solve in u = log(D - lo) for F(u) = log(sum_k b_k / B): nearly linear, ~10 evaluations
     any_active = active.any(axis=-1)
     lo = np.where(any_active, np.minimum(lo, hi), 0.0)
-    width = np.where(any_active, hi - lo, 1.0)
+    # power-limited to float precision (e.g. a user in an extreme fade: R_k(b) = R_k(inf) already at a
+    # tiny b): the equal split reaches the lower bound, so it is optimal; no root to search for
+    flat = any_active & (hi - lo <= 1e-12 * np.abs(hi))
+    width = np.where(any_active & ~flat, hi - lo, 1.0)
 
     def log_excess(u):
         """F(u) = log(sum_k b_k(D)/B) and dF/du, with db_k/dD = -(r_k / (D - L_k tau_k)) / R_k'(b_k)."""
@@ -118,21 +123,23 @@ def min_makespan_bandwidth(scenario: Scenario, L, rates: RateModel | None = None
     # tight lower bracket: the makespan at which the slowest user alone needs all of B
     with np.errstate(divide="ignore"):
         lo_br = np.max(np.where(active, L * (tau + S / rates.rate(np.full(L.shape, B))), 0.0), axis=-1)
-    gap = np.clip(np.where(any_active, lo_br - lo, 0.0), width * 1e-12, width)
-    u, _, _ = newton_decreasing(log_excess, np.log(gap), np.log(width), np.log(gap), tol=1e-14)
+    gap = np.clip(np.where(any_active & ~flat, lo_br - lo, 0.0), width * 1e-12, width)
+    u, _, _ = newton_decreasing(log_excess, np.log(gap), np.log(width), np.log(gap), tol=1e-14,
+                                live=any_active & ~flat)
     # Newton may end on either side of the root: step to the side where sum_k b_k <= B (a steep need,
     # e.g. a user in a deep fade, may take more than one step: the step doubles until it is there)
     f, _ = log_excess(u)
     step = np.abs(u) * 4e-15 + 1e-300
     for _ in range(1100):  # 2^1100 x 1e-300 covers any float gap
-        over = f > 0
+        over = (f > 0) & ~flat & np.isfinite(u)
         if not np.any(over):
             break
         u = np.where(over, u + step, u)
         step = np.where(over, 2.0 * step, step)
         f, _ = log_excess(u)
-    D = np.where(any_active, lo + np.exp(u), 0.0)
+    D = np.where(any_active, np.where(flat, hi, lo + np.exp(u)), 0.0)
     b = required_bandwidth(rates, S, L, tau, np.asarray(D)[..., None])
+    b = np.where(flat[..., None], np.where(active, b_eq, 0.0), b)
     if L.ndim == 1:
         return float(D), b
     return D, b

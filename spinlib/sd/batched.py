@@ -87,6 +87,8 @@ def batched_sync_generate(target, draft, prompts: list[list[int]], draft_lengths
     batch_s : list of float
         ``batch_s[r]``: the time [s] of round r's batched target pass on this machine.
     """
+    from transformers import DynamicCache
+
     K = len(prompts)
     if len(draft_lengths) != K:
         raise ValidationError(f"draft_lengths has {len(draft_lengths)} entries for {K} prompts")
@@ -128,8 +130,6 @@ def batched_sync_generate(target, draft, prompts: list[list[int]], draft_lengths
                         logits_to_keep=n).logits  # [K, n, V]
         t_verified = time.perf_counter()
         batch_s.append(t_verified - t_drafted)
-        from transformers import DynamicCache
-
         for k in range(K):
             L = int(draft_lengths[k])
             drafted, qs = proposals[k]

@@ -124,12 +124,12 @@ def measure_kernels(hidden: int, intermediate: int, *, layers: int = 2, rows=ROW
         lin = torch.nn.Linear(inp, out, bias=False)
         lin.weight.copy_(torch.randn(out, inp, generator=g) / inp**0.5)
         base.append(lin)
+    import copy
+
     stacks = {}
     for k in candidates:
         if k == "fp32-prepacked" and not torch.backends.mkldnn.is_available():
             continue
-        import copy
-
         stacks[k] = [apply_kernel(torch.nn.Sequential(copy.deepcopy(m)), k) for m in base]
     xs = {M: torch.randn(M, hidden, generator=g) for M in rows}
 

