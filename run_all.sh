@@ -23,7 +23,8 @@ if [[ $MODE == run ]]; then
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --smoke) SMOKE=True ;;
-      --only) ONLY="${2:?--only needs a notebook number, e.g. --only 03}"; shift ;;
+      --only) ONLY="${2:?--only needs a notebook number, e.g. --only 03}"; shift
+              [[ "$ONLY" =~ ^[0-9][0-9]$ ]] || { echo "run_all.sh: --only takes a two-digit notebook number (00..99), got '$ONLY'" >&2; exit 2; } ;;
       --recompute) RECOMPUTE=True ;;
       --stale) STALE=True ;;
       --verify) VERIFY=True ;;
@@ -116,11 +117,36 @@ notebooks=(notebooks/[0-9][0-9]_*.ipynb)
 if [[ $STALE == True ]]; then
   [[ -z "$ONLY" ]] || { echo "run_all.sh: --stale and --only do not combine" >&2; exit 2; }
   mapfile -t stale < <("$PY" -m spinlib.notebook stale)
+  # a notebook an interrupted run left unfinished is stale too, whatever its provenance says
+  if [[ -f "$OUTDIR/RUN_INCOMPLETE" ]]; then
+    mapfile -t -O "${#stale[@]}" stale < <(grep -o '^notebooks/[0-9][0-9]_' "$OUTDIR/RUN_INCOMPLETE" | cut -c11-12)
+    mapfile -t stale < <(printf '%s\n' "${stale[@]}" | sort -u)
+  fi
   [[ ${#stale[@]} -gt 0 ]] || { echo "run_all.sh: no notebook is stale"; exit 0; }
   notebooks=(); for n in "${stale[@]}"; do notebooks+=(notebooks/${n}_*.ipynb); done
   echo "stale: ${stale[*]}"
 fi
 [[ ${#notebooks[@]} -gt 0 ]] || { echo "run_all.sh: no notebook matches ${ONLY:-NN} (see notebooks/)" >&2; exit 2; }
+if [[ ${#PARAMS[@]} -gt 0 ]]; then  # every -p NAME must be a parameter of the notebook (else papermill only warns)
+  "$PY" - "${notebooks[0]}" "${PARAMS[@]}" <<'PYEOF' || exit 2
+import ast, difflib, json, sys
+nb = json.load(open(sys.argv[1], encoding="utf-8"))
+cell = next((c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+known = set() if cell is None else {t.id for node in ast.parse("".join(cell["source"])).body
+                                    if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
+names = sys.argv[3::3]  # argv: notebook, then (-p, NAME, VALUE) triples
+for n in names:
+    if n not in known:
+        near = difflib.get_close_matches(n, sorted(known), n=1)
+        sys.stderr.write(f"run_all.sh: -p {n}: {sys.argv[1]} has no parameter {n}"
+                         + (f" (did you mean {near[0]}?)" if near else f" (its parameters: {', '.join(sorted(known))})") + "\n")
+        sys.exit(2)
+dup = sorted({n for n in names if names.count(n) > 1})
+if dup:
+    sys.stderr.write(f"run_all.sh: -p {dup[0]} is given twice\n")
+    sys.exit(2)
+PYEOF
+fi
 mkdir -p "$OUTDIR/executed" "$OUTDIR/figures"
 "$PY" - "$OUTDIR/ENVIRONMENT.txt" <<'PYEOF'
 import platform, subprocess, sys, importlib.metadata as md, os
@@ -140,8 +166,11 @@ PYEOF
 
 # a run in progress (or interrupted) is marked: results/RUN_INCOMPLETE lists what did not finish
 MARK="$OUTDIR/RUN_INCOMPLETE"
-printf '%s\n' "run started $(date -u +%FT%TZ); unfinished notebooks (summaries/figures of these may be partial):" \
-  "${notebooks[@]}" > "$MARK"
+# markers accumulate: what an earlier interrupted run left unfinished stays listed until it completes
+earlier=(); [[ -f "$MARK" ]] && mapfile -t earlier < <(grep '^notebooks/' "$MARK")
+{ echo "run started $(date -u +%FT%TZ); unfinished notebooks (summaries/figures of these may be partial):"
+  printf '%s\n' "${earlier[@]}" "${notebooks[@]}" | grep . | sort -u; } > "$MARK.tmp"
+mv -f "$MARK.tmp" "$MARK"
 total_start=$(date +%s)
 cache_state=empty; [[ -n "$(ls -A "$OUTDIR/cache" 2>/dev/null)" ]] && cache_state=reused
 walls=()
@@ -164,7 +193,7 @@ for nb in "${notebooks[@]}"; do
   printf '%-40s %5d s\n' "$name" $(( $(date +%s) - start ))
   walls+=("${name%.ipynb}" $(( $(date +%s) - start )))
 done
-rm -f "$MARK"
+grep -q '^notebooks/' "$MARK" || rm -f "$MARK"  # kept while an earlier run's notebook is still unfinished
 # wall times of this run (results/timings/notebooks.json; the README's run-time table)
 "$PY" -m spinlib.runtimes notebooks "$OUTDIR/timings/notebooks.json" "$SMOKE" "$RECOMPUTE" "$cache_state" "${walls[@]}"
 "$PY" -m spinlib.claims merge

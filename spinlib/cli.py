@@ -178,6 +178,9 @@ def cmd_emulate(args) -> int:
     from .rounds import Allocation
 
     _load_plugins(args)
+    if args.real_models is None and args.temperature != 0.0:  # an option that would be ignored is refused
+        raise ValidationError("--temperature needs --real-models PAIR (without real models the acceptance model "
+                              "samples the rounds and a temperature would be ignored)")
     scenario = Scenario.from_json(args.scenario)
     if (args.policy is None) == (args.allocation is None):
         raise ValidationError("give exactly one of --policy and --allocation")

@@ -365,3 +365,14 @@ def test_generated_command_lines_never_give_a_traceback(tmp_path):
         assert rc in (0, 1, 2) and text.count("\n") <= 1 and "Traceback" not in text, (argv, rc, text)
 
     check()
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["arena", "--tasks", "qa,qaa", "--rounds", "50", "--users", "2", "--seeds", "1"], "no traces of task 'qaa' (did you mean 'qa'?)"),
+    (["arena", "--tasks", "qa,qa", "--rounds", "50", "--users", "2", "--seeds", "1"], "lists a task twice"),
+    (["emulate", "s.json", "--policy", "equal", "--temperature", "5"], "--temperature needs --real-models"),
+])
+def test_options_that_would_be_ignored_or_dropped_are_refused(argv, needle, tmp_path):
+    assert run("scenario", "--users", "2", "-o", str(tmp_path / "s.json")).returncode == 0
+    r = run(*argv, cwd=tmp_path)
+    assert r.returncode == 2 and needle in r.stderr and r.stderr.count("\n") == 1, r.stderr
