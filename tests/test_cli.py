@@ -410,3 +410,10 @@ def test_options_that_would_be_ignored_or_dropped_are_refused(argv, needle, tmp_
     assert run("scenario", "--users", "2", "-o", str(tmp_path / "s.json")).returncode == 0
     r = run(*argv, cwd=tmp_path)
     assert r.returncode == 2 and needle in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_scenario_size_is_capped_at_what_a_scenario_file_may_hold(tmp_path):
+    from spinlib.scenario import MAX_USERS
+
+    r = run("scenario", "--users", str(MAX_USERS + 1), "-o", str(tmp_path / "s.json"))
+    assert r.returncode == 2 and f"--users must be <= {MAX_USERS:,}" in r.stderr and not (tmp_path / "s.json").exists()
