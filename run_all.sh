@@ -132,14 +132,31 @@ if [[ ${#PARAMS[@]} -gt 0 ]]; then  # every -p NAME must be a parameter of the n
 import ast, difflib, json, sys
 nb = json.load(open(sys.argv[1], encoding="utf-8"))
 cell = next((c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])), None)
-known = set() if cell is None else {t.id for node in ast.parse("".join(cell["source"])).body
-                                    if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
-names = sys.argv[3::3]  # argv: notebook, then (-p, NAME, VALUE) triples
-for n in names:
+defaults = {} if cell is None else {t.id: node.value for node in ast.parse("".join(cell["source"])).body
+                                     if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
+known = set(defaults)
+names, values = sys.argv[3::3], sys.argv[4::3]  # argv: notebook, then (-p, NAME, VALUE) triples
+for n, v in zip(names, values):
     if n not in known:
         near = difflib.get_close_matches(n, sorted(known), n=1)
         sys.stderr.write(f"run_all.sh: -p {n}: {sys.argv[1]} has no parameter {n}"
                          + (f" (did you mean {near[0]}?)" if near else f" (its parameters: {', '.join(sorted(known))})") + "\n")
+        sys.exit(2)
+    try:  # the value must have the type of the notebook's default (papermill would pass 'abc' as a string)
+        default = ast.literal_eval(defaults[n])
+    except ValueError:
+        continue
+    kind = {bool: "True or False", int: "an integer", float: "a number"}.get(type(default))
+    ok = {bool: lambda x: x in ("True", "False"), int: lambda x: x.lstrip("-").isdigit(),
+          float: lambda x: x.lower() not in ("nan", "inf", "-inf", "infinity", "-infinity") and _is_float(x)}
+    def _is_float(x):
+        try:
+            float(x)
+            return True
+        except ValueError:
+            return False
+    if kind and not ok[type(default)](v):
+        sys.stderr.write(f"run_all.sh: -p {n} must be {kind} (like the notebook's default {default!r}), got {v!r}\n")
         sys.exit(2)
 dup = sorted({n for n in names if names.count(n) > 1})
 if dup:
