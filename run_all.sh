@@ -128,8 +128,8 @@ if [[ $STALE == True ]]; then
 fi
 [[ ${#notebooks[@]} -gt 0 ]] || { echo "run_all.sh: no notebook matches ${ONLY:-NN} (see notebooks/)" >&2; exit 2; }
 if [[ ${#PARAMS[@]} -gt 0 ]]; then  # every -p NAME must be a parameter of the notebook (else papermill only warns)
-  "$PY" - "${notebooks[0]}" "${PARAMS[@]}" <<'PYEOF' || exit 2
-import ast, difflib, json, sys
+  SMOKE_RUN=$SMOKE "$PY" - "${notebooks[0]}" "${PARAMS[@]}" <<'PYEOF' || exit 2
+import ast, difflib, json, os, sys
 nb = json.load(open(sys.argv[1], encoding="utf-8"))
 cell = next((c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])), None)
 defaults = {} if cell is None else {t.id: node.value for node in ast.parse("".join(cell["source"])).body
@@ -158,6 +158,20 @@ for n, v in zip(names, values):
     if kind and not ok[type(default)](v):
         sys.stderr.write(f"run_all.sh: -p {n} must be {kind} (like the notebook's default {default!r}), got {v!r}\n")
         sys.exit(2)
+if os.environ.get("SMOKE_RUN") == "True":  # a parameter the smoke run replaces would be ignored: refused
+    code = [ast.parse("\n".join(l for l in "".join(c["source"]).splitlines() if not l.lstrip().startswith(("%", "!"))))
+            for c in nb["cells"] if c["cell_type"] == "code"]
+    fixed = set()
+    for tree in code:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.IfExp, ast.If)) and isinstance(node.test, ast.Name) and node.test.id == "SMOKE":
+                other = node.orelse if isinstance(node.orelse, list) else [node.orelse]
+                fixed |= {x.id for o in other for x in ast.walk(o) if isinstance(x, ast.Name)}
+    for n in names:
+        if n in fixed:
+            sys.stderr.write(f"run_all.sh: -p {n} has no effect under --smoke (the smoke run sets its own value); "
+                             "drop --smoke or the parameter\n")
+            sys.exit(2)
 dup = sorted({n for n in names if names.count(n) > 1})
 if dup:
     sys.stderr.write(f"run_all.sh: -p {dup[0]} is given twice\n")
