@@ -23,7 +23,8 @@ if [[ $MODE == run ]]; then
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --smoke) SMOKE=True ;;
-      --only) ONLY="${2:?--only needs a notebook number, e.g. --only 03}"; shift ;;
+      --only) ONLY="${2:?--only needs a notebook number, e.g. --only 03}"; shift
+              [[ "$ONLY" =~ ^[0-9][0-9]$ ]] || { echo "run_all.sh: --only takes a two-digit notebook number (00..99), got '$ONLY'" >&2; exit 2; } ;;
       --recompute) RECOMPUTE=True ;;
       --stale) STALE=True ;;
       --verify) VERIFY=True ;;
@@ -116,11 +117,67 @@ notebooks=(notebooks/[0-9][0-9]_*.ipynb)
 if [[ $STALE == True ]]; then
   [[ -z "$ONLY" ]] || { echo "run_all.sh: --stale and --only do not combine" >&2; exit 2; }
   mapfile -t stale < <("$PY" -m spinlib.notebook stale)
+  # a notebook an interrupted run left unfinished is stale too, whatever its provenance says
+  if [[ -f "$OUTDIR/RUN_INCOMPLETE" ]]; then
+    mapfile -t -O "${#stale[@]}" stale < <(grep -o '^notebooks/[0-9][0-9]_' "$OUTDIR/RUN_INCOMPLETE" | cut -c11-12)
+    mapfile -t stale < <(printf '%s\n' "${stale[@]}" | sort -u)
+  fi
   [[ ${#stale[@]} -gt 0 ]] || { echo "run_all.sh: no notebook is stale"; exit 0; }
   notebooks=(); for n in "${stale[@]}"; do notebooks+=(notebooks/${n}_*.ipynb); done
   echo "stale: ${stale[*]}"
 fi
 [[ ${#notebooks[@]} -gt 0 ]] || { echo "run_all.sh: no notebook matches ${ONLY:-NN} (see notebooks/)" >&2; exit 2; }
+if [[ ${#PARAMS[@]} -gt 0 ]]; then  # every -p NAME must be a parameter of the notebook (else papermill only warns)
+  SMOKE_RUN=$SMOKE "$PY" - "${notebooks[0]}" "${PARAMS[@]}" <<'PYEOF' || exit 2
+import ast, difflib, json, os, sys
+nb = json.load(open(sys.argv[1], encoding="utf-8"))
+cell = next((c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+defaults = {} if cell is None else {t.id: node.value for node in ast.parse("".join(cell["source"])).body
+                                     if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
+known = set(defaults)
+names, values = sys.argv[3::3], sys.argv[4::3]  # argv: notebook, then (-p, NAME, VALUE) triples
+for n, v in zip(names, values):
+    if n not in known:
+        near = difflib.get_close_matches(n, sorted(known), n=1)
+        sys.stderr.write(f"run_all.sh: -p {n}: {sys.argv[1]} has no parameter {n}"
+                         + (f" (did you mean {near[0]}?)" if near else f" (its parameters: {', '.join(sorted(known))})") + "\n")
+        sys.exit(2)
+    try:  # the value must have the type of the notebook's default (papermill would pass 'abc' as a string)
+        default = ast.literal_eval(defaults[n])
+    except ValueError:
+        continue
+    kind = {bool: "True or False", int: "an integer", float: "a number"}.get(type(default))
+    ok = {bool: lambda x: x in ("True", "False"), int: lambda x: x.lstrip("-").isdigit(),
+          float: lambda x: x.lower() not in ("nan", "inf", "-inf", "infinity", "-infinity") and _is_float(x)}
+    def _is_float(x):
+        try:
+            float(x)
+            return True
+        except ValueError:
+            return False
+    if kind and not ok[type(default)](v):
+        sys.stderr.write(f"run_all.sh: -p {n} must be {kind} (like the notebook's default {default!r}), got {v!r}\n")
+        sys.exit(2)
+if os.environ.get("SMOKE_RUN") == "True":  # a parameter the smoke run replaces would be ignored: refused
+    code = [ast.parse("\n".join(l for l in "".join(c["source"]).splitlines() if not l.lstrip().startswith(("%", "!"))))
+            for c in nb["cells"] if c["cell_type"] == "code"]
+    fixed = set()
+    for tree in code:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.IfExp, ast.If)) and isinstance(node.test, ast.Name) and node.test.id == "SMOKE":
+                other = node.orelse if isinstance(node.orelse, list) else [node.orelse]
+                fixed |= {x.id for o in other for x in ast.walk(o) if isinstance(x, ast.Name)}
+    for n in names:
+        if n in fixed:
+            sys.stderr.write(f"run_all.sh: -p {n} has no effect under --smoke (the smoke run sets its own value); "
+                             "drop --smoke or the parameter\n")
+            sys.exit(2)
+dup = sorted({n for n in names if names.count(n) > 1})
+if dup:
+    sys.stderr.write(f"run_all.sh: -p {dup[0]} is given twice\n")
+    sys.exit(2)
+PYEOF
+fi
 mkdir -p "$OUTDIR/executed" "$OUTDIR/figures"
 "$PY" - "$OUTDIR/ENVIRONMENT.txt" <<'PYEOF'
 import platform, subprocess, sys, importlib.metadata as md, os
@@ -140,8 +197,11 @@ PYEOF
 
 # a run in progress (or interrupted) is marked: results/RUN_INCOMPLETE lists what did not finish
 MARK="$OUTDIR/RUN_INCOMPLETE"
-printf '%s\n' "run started $(date -u +%FT%TZ); unfinished notebooks (summaries/figures of these may be partial):" \
-  "${notebooks[@]}" > "$MARK"
+# markers accumulate: what an earlier interrupted run left unfinished stays listed until it completes
+earlier=(); [[ -f "$MARK" ]] && mapfile -t earlier < <(grep '^notebooks/' "$MARK")
+{ echo "run started $(date -u +%FT%TZ); unfinished notebooks (summaries/figures of these may be partial):"
+  printf '%s\n' "${earlier[@]}" "${notebooks[@]}" | grep . | sort -u; } > "$MARK.tmp"
+mv -f "$MARK.tmp" "$MARK"
 total_start=$(date +%s)
 cache_state=empty; [[ -n "$(ls -A "$OUTDIR/cache" 2>/dev/null)" ]] && cache_state=reused
 walls=()
@@ -164,7 +224,7 @@ for nb in "${notebooks[@]}"; do
   printf '%-40s %5d s\n' "$name" $(( $(date +%s) - start ))
   walls+=("${name%.ipynb}" $(( $(date +%s) - start )))
 done
-rm -f "$MARK"
+grep -q '^notebooks/' "$MARK" || rm -f "$MARK"  # kept while an earlier run's notebook is still unfinished
 # wall times of this run (results/timings/notebooks.json; the README's run-time table)
 "$PY" -m spinlib.runtimes notebooks "$OUTDIR/timings/notebooks.json" "$SMOKE" "$RECOMPUTE" "$cache_state" "${walls[@]}"
 "$PY" -m spinlib.claims merge

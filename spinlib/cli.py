@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .scenario import Scenario, ValidationError, read_json
+from .scenario import MAX_USERS, Scenario, ValidationError, read_json
 
 
 MAX_NEW_TOKENS = 4096  # generate/measure: new tokens per prompt (the packaged models' context is 8k)
@@ -178,6 +178,9 @@ def cmd_emulate(args) -> int:
     from .rounds import Allocation
 
     _load_plugins(args)
+    if args.real_models is None and args.temperature != 0.0:  # an option that would be ignored is refused
+        raise ValidationError("--temperature needs --real-models PAIR (without real models the acceptance model "
+                              "samples the rounds and a temperature would be ignored)")
     scenario = Scenario.from_json(args.scenario)
     if (args.policy is None) == (args.allocation is None):
         raise ValidationError("give exactly one of --policy and --allocation")
@@ -437,7 +440,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     s = sub.add_parser("scenario", help="write a random scenario")
-    s.add_argument("--users", type=_positive_int("--users"), required=True, help="number of users K")
+    s.add_argument("--users", type=_bounded_int("--users", MAX_USERS), required=True,
+                   help=f"number of users K (1..{MAX_USERS:,}: what a scenario file may hold)")
     s.add_argument("--seed", type=seed_arg(), default=0)
     s.add_argument("--preset", default="llama2-7b-l4", help="named preset (see spinlib.presets.PRESETS)")
     s.add_argument("-o", "--output", help="output JSON file (default: stdout)")

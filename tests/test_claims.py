@@ -87,6 +87,11 @@ def test_stale_detects_a_changed_input(tmp_path, monkeypatch):
     (["--only", "00", "-p", "SMOKE", "True"], "use --smoke"),
     (["--only", "00", "-p", "SEED"], "-p needs NAME VALUE"),
     (["--stale", "--only", "00"], "do not combine"),
+    (["--only", "../../evil"], "two-digit notebook number"),
+    (["--only", "00", "-p", "NUM_USERZ", "3"], "has no parameter NUM_USERZ (did you mean NUM_USERS?)"),
+    (["--only", "00", "-p", "SEED", "1", "-p", "SEED", "2"], "-p SEED is given twice"),
+    (["--only", "00", "-p", "NUM_USERS", "abc"], "-p NUM_USERS must be an integer"),
+    (["--smoke", "--only", "10", "-p", "ROUNDS", "5"], "-p ROUNDS has no effect under --smoke"),
 ])
 def test_run_all_refuses_bad_parameter_options(args, match):
     r = subprocess.run(["bash", str(ROOT / "run_all.sh"), *args], capture_output=True, text=True, cwd=ROOT,

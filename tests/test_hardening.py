@@ -302,6 +302,41 @@ def test_interrupted_run_keeps_the_last_complete_notebook_and_says_it_is_incompl
     assert not (results / "timings" / "notebooks.json").exists()
 
 
+def test_incomplete_markers_accumulate_until_their_notebook_completes(tmp_path):
+    """An interrupted run's unfinished notebook stays listed in RUN_INCOMPLETE through later runs of
+    other notebooks, and --stale re-runs it; the marker goes once it has completed."""
+    import shutil
+
+    import nbformat
+
+    proj = tmp_path / "proj"
+    (proj / "notebooks").mkdir(parents=True)
+    shutil.copy(ROOT / "run_all.sh", proj / "run_all.sh")
+    for name in ("98_quick", "99_other"):
+        nb = nbformat.v4.new_notebook()
+        params = nbformat.v4.new_code_cell("SMOKE = False\nRECOMPUTE = False")
+        params.metadata["tags"] = ["parameters"]
+        nb.cells = [params, nbformat.v4.new_code_cell("print('done')")]
+        nb.metadata["kernelspec"] = {"name": "spinlib", "display_name": "Python (spinlib)", "language": "python"}
+        nbformat.write(nb, proj / "notebooks" / f"{name}.ipynb")
+    results = proj / "results" / "smoke"
+    results.mkdir(parents=True)
+    mark = results / "RUN_INCOMPLETE"
+    mark.write_text("run started 2026-01-01T00:00:00Z; unfinished notebooks (...):\nnotebooks/99_other.ipynb\n")
+    env = dict(os.environ, SPINLIB_NO_LOCK="1", VIRTUAL_ENV=str(sys.prefix),
+               PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")
+    env.pop("SPINLIB_RESULTS", None)
+    r = subprocess.run(["bash", "run_all.sh", "--smoke", "--only", "98"], cwd=proj, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert mark.exists() and "notebooks/99_other.ipynb" in mark.read_text()
+    assert "notebooks/98_quick.ipynb" not in mark.read_text()
+    r = subprocess.run(["bash", "run_all.sh", "--smoke", "--stale"], cwd=proj, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0 and "99_other.ipynb" in r.stdout, (r.stdout[-2000:], r.stderr[-2000:])
+    assert not mark.exists()
+
+
 @pytest.mark.parametrize("args,match", [
     (["--seed", "-1"], "--seed must be"),  # found by the fuzzer: numpy's traceback before
     (["--rounds", "10000000", "--users", "100"], "rounds x users"),

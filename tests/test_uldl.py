@@ -92,8 +92,8 @@ def test_dl_power_batched_equals_single(rng):
 
 
 def test_batched_goodput_matches_evaluate(rng):
-    """The solvers' batched goodput equals rounds.evaluate of the allocation they return."""
-    for _ in range(30):
+    """The solvers' batched goodput equals rounds.evaluate of the allocation they return (15 fresh cells)."""
+    for _ in range(15):
         s = random_uldl_scenario(int(rng.integers(1, 7)), rng)
         for policy in ("uldl-optimal", "all-ul", "all-dl", "uldl-fixed-length"):
             a = solve(s, policy, **declared_subset(policy, dict(L_max=6, draft_length=3)))
