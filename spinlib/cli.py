@@ -591,9 +591,7 @@ def main(argv=None) -> int:
             raise
         sys.stderr.write("spinlib: interrupted\n")
         return 130
-    except SystemExit:  # argparse's own one-line usage errors (exit 2) and --help (exit 0)
-        raise
-    except Exception as e:  # noqa: BLE001 - the policy above: one line, never a traceback
+    except Exception as e:  # noqa: BLE001 - the policy above (argparse's SystemExit is not an Exception: it passes)
         if debug:
             raise
         sys.stderr.write(_describe_failure(e, argv) + "\n")
