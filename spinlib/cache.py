@@ -2,8 +2,9 @@
 
 >>> value = cached("goodput-sweep", {"seed": 1, "K": 10}, lambda: {"g": 1.0})   # doctest: +SKIP
 
-The key is the SHA-256 of the canonical JSON of ``(name, config)``; the file stores both the
-config and the value, so a cache hit is checked against the config it was computed for.
+The key is the SHA-256 of the canonical JSON of ``(name, config)``; the file stores the config,
+the value and the SHA-256 of the value, so a cache hit is checked against the config it was
+computed for and against its own content (an edited entry is recomputed, never returned).
 """
 from __future__ import annotations
 
@@ -29,19 +30,22 @@ def sha256_file(path) -> str:
     return h.hexdigest()
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, *, follow_symlinks: bool = False) -> None:
     """Write ``text`` to ``path`` through a temporary file and ``os.replace`` (no torn files).
 
-    A symbolic link is written through (its target is replaced, the link kept); a path that
-    exists and is not a regular file (a directory, a named pipe, a device) is refused with one
-    line, never replaced.
+    A symbolic link at ``path`` is *replaced* by the new regular file, never written through:
+    every cache, record and results file is written so (a link planted in a cache or results
+    folder cannot redirect a write to another file). Only an output path the user names
+    (``--output``, :meth:`Scenario.to_json`) passes ``follow_symlinks=True``: its link target is
+    replaced, the link kept. A path that exists and is not a regular file (a directory, a named
+    pipe, a device) is refused with one line, never replaced.
     """
     from .scenario import ValidationError
 
     path = Path(path)
-    if path.is_symlink():
+    if path.is_symlink() and follow_symlinks:
         path = Path(os.path.realpath(path))
-    if path.exists() and not path.is_file():
+    if path.exists() and not path.is_symlink() and not path.is_file():
         raise ValidationError(f"refusing to write {path}: it exists and is not a regular file")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -106,28 +110,51 @@ def cached(
     cache_dir : Path, optional
         Defaults to ``results/cache`` (or ``$SPINLIB_CACHE_DIR``).
 
-    An entry is trusted only if it parses as ``{"name", "config", "value"}`` with the same name
-    and config; anything else (torn, edited, a list, a directory) is recomputed and replaced.
+    An entry is trusted only if it parses as ``{"name", "config", "value", "value_sha256"}`` with
+    the same name and config and the sha256 of its value's canonical JSON matches the recorded one
+    (content-addressed: an edited value is a miss); anything else (torn, edited, a list, a
+    directory, a symbolic link) is recomputed and replaced, the link itself and never its target.
     """
     cache_dir = Path(cache_dir or os.environ.get("SPINLIB_CACHE_DIR", CACHE))
     path = cache_dir / f"{name}-{config_key({'name': name, 'config': config})}.json"
     canon = json.loads(canonical_json(config))
-    if not recompute and path.is_file():
-        try:
-            stored = json.loads(path.read_text())
-            if isinstance(stored, dict) and stored.get("name") == name and stored.get("config") == canon \
-                    and "value" in stored:
-                return stored["value"]
-        except (OSError, ValueError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-            pass  # a corrupt entry is recomputed
-    if path.is_dir():
+    if not recompute and path.is_file() and not path.is_symlink():
+        stored = _verified_entry(path, name, canon)
+        if stored is not _MISS:
+            return stored
+    if path.is_dir() and not path.is_symlink():
         import shutil
 
         shutil.rmtree(path)
-    value = compute()
-    atomic_write_text(path, json.dumps({"name": name, "config": canon, "value": value}, sort_keys=True,
-                                       default=json_default))
-    return json.loads(json.dumps(value, default=json_default))
+    value = json.loads(json.dumps(compute(), default=json_default))
+    atomic_write_text(path, json.dumps({"name": name, "config": canon, "value": value,
+                                        "value_sha256": value_digest(value)}, sort_keys=True))
+    return value
+
+
+_MISS = object()
+
+
+def value_digest(value) -> str:
+    """sha256 of a JSON value's canonical text (what a cache entry records of its own content)."""
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+
+
+def _verified_entry(path: Path, name: str, canon) -> Any:
+    """The value of a cache entry if it is whole and unedited: it parses (strictly:
+    :func:`spinlib.scenario.loads_json`) as ``{"name", "config", "value", "value_sha256"}`` with this
+    name and config, and the value's digest matches; :data:`_MISS` otherwise (then recomputed)."""
+    from .scenario import ValidationError, loads_json
+
+    try:
+        stored = loads_json(path.read_text(encoding="utf-8"), f"cache entry {path.name}")
+    except (OSError, ValueError, ValidationError):  # torn, not UTF-8, not JSON
+        return _MISS
+    if (isinstance(stored, dict) and set(stored) == {"name", "config", "value", "value_sha256"}
+            and stored["name"] == name and stored["config"] == canon
+            and stored["value_sha256"] == value_digest(stored["value"])):
+        return stored["value"]
+    return _MISS
 
 
 def _key_default(x):

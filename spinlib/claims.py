@@ -10,8 +10,11 @@ A claim is a sentence template, the values that fill it, the condition the sente
 
 :func:`claim` displays the sentence in the notebook (Markdown; "does not hold here" when
 ``holds`` is False, with ``where`` saying where it does when it holds in part) and records it;
-each record is written at once to ``<results>/claims/<notebook>.json`` (atomically), the notebook
-being named by :func:`begin`. :func:`merge` joins every notebook's file into
+each record is written at once to ``<results>/claims/.partial/<notebook>.json`` (atomically), the
+notebook being named by :func:`begin`, and :func:`complete` (called by
+:func:`spinlib.notebook.finish`) moves that file over ``<results>/claims/<notebook>.json``: the
+claims of a notebook are replaced only when the notebook completes, so an interrupted run never
+erases the claims of the last complete one. :func:`merge` joins every notebook's file into
 ``results/claims.json``; :func:`readme_table` renders the README's results table from it (the
 rows between ``<!-- claims:begin -->`` and ``<!-- claims:end -->``; a test regenerates and compares).
 
@@ -67,13 +70,33 @@ _STATE: dict = {"notebook": None, "claims": {}, "directory": None}
 
 
 def begin(notebook: str, directory: Path | None = None) -> None:
-    """Name the notebook whose claims follow (its claims file starts empty)."""
+    """Name the notebook whose claims follow (its partial claims file starts empty; the complete
+    one of its last finished run is kept until :func:`complete`)."""
     from .paths import RESULTS
 
     _STATE["notebook"] = notebook
     _STATE["claims"] = {}
     _STATE["directory"] = Path(directory or RESULTS / "claims")
     _write()
+
+
+def _partial_path() -> Path:
+    return _STATE["directory"] / ".partial" / f"{_STATE['notebook']}.json"
+
+
+def complete() -> Path:
+    """The notebook has completed: its claims replace those of its last complete run
+    (``<directory>/<notebook>.json``, atomically). Returns that path."""
+    import os
+
+    if _STATE["notebook"] is None:
+        raise ValidationError("claims.begin(notebook) must be called before claims.complete()")
+    _write()
+    final = _STATE["directory"] / f"{_STATE['notebook']}.json"
+    if final.is_symlink() or (final.exists() and not final.is_file()):
+        raise ValidationError(f"refusing to replace {final}: it is not a regular file")
+    os.replace(_partial_path(), final)
+    return final
 
 
 def _finite(name: str, v):
@@ -124,8 +147,7 @@ def claim(id: str, template: str, *, holds: bool, scope: str = "", paper: str | 
 def _write() -> None:
     d = _STATE["directory"]
     records = [asdict(c) for c in _STATE["claims"].values()]
-    atomic_write_text(d / f"{_STATE['notebook']}.json",
-                      json.dumps(records, indent=1, default=json_default, sort_keys=True) + "\n")
+    atomic_write_text(_partial_path(), json.dumps(records, indent=1, default=json_default, sort_keys=True) + "\n")
 
 
 def load(path: Path) -> list[dict]:

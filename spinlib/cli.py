@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .scenario import MAX_USERS, Scenario, ValidationError, read_json
+from .scenario import MAX_USERS, Scenario, ValidationError, loads_json, read_json
 
 
 MAX_NEW_TOKENS = 4096  # generate/measure: new tokens per prompt (the packaged models' context is 8k)
@@ -132,9 +132,11 @@ def _policy_kwargs(args) -> dict:
         if not sep or not key.isidentifier():
             raise ValidationError(f"--set takes KEY=VALUE with KEY a parameter name, got {item!r}")
         try:
-            value = json.loads(text)
+            json.loads(text)
         except ValueError:  # not JSON (or a number beyond the integer-string limit): the text itself
             value = text
+        else:  # JSON: parsed strictly (a repeated key, NaN, 1e400 or deep nesting is one line)
+            value = loads_json(text, f"--set {key}")
         if key in kwargs:
             raise ValidationError(f"parameter {key!r} given twice")
         kwargs[key] = value
@@ -419,6 +421,9 @@ def cmd_balance(args) -> int:
     else:
         print(f"{args.policy}: {sched.served} of {inst.num_users} users served ({sched.num_ad} AD, {sched.num_sd} SD), "
               f"phi = {sched.phi:g}, memory {check.memory_bytes / 1e9:.3f} of {inst.server.memory_bytes / 1e9:.3f} GB")
+    if sched.info.get("status") == "time_limit":  # said, never a silent best-so-far
+        sys.stderr.write(f"spinlib: warning: {args.policy} stopped at its time limit: the schedule is the best found, "
+                         "not certified optimal\n")
     return 0
 
 

@@ -6,8 +6,8 @@
     finish()
 
 :func:`start` names the notebook for :mod:`spinlib.claims` and starts recording every file the
-process opens under ``data/`` (a Python audit hook). :func:`finish` writes
-``<results>/provenance/<notebook>.json``: the commit and whether the sources had uncommitted
+process opens under ``data/`` (a Python audit hook). :func:`finish` replaces the notebook's claims by
+this run's (:func:`spinlib.claims.complete`) and writes ``<results>/provenance/<notebook>.json``: the commit and whether the sources had uncommitted
 changes, the parameters, and the sha256 of the notebook's source, of every ``spinlib`` module
 imported and of every data file read. :func:`stale` compares such a record with the files of
 the work tree: ``bash run_all.sh --stale`` re-runs the stale notebooks and a test fails on a
@@ -74,6 +74,7 @@ def finish() -> Path:
            "parameters": _STATE["params"], "inputs": inputs_of(name)}
     path = RESULTS / "provenance" / f"{name}.json"
     atomic_write_text(path, json.dumps(rec, indent=1, sort_keys=True, default=json_default) + "\n")
+    claims.complete()  # the claims of this run replace the last complete run's only now
     return path
 
 

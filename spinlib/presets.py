@@ -16,6 +16,7 @@ measured preset (``smollm2-measured``) replaces them with values measured here.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from dataclasses import dataclass
 
 import numpy as np
@@ -181,9 +182,6 @@ def measured_preset(temperature: float = 1.0, measurements_dir=None, name: str =
     ``smollm2-measured``: the SmolLM2-135M low-bit self-drafts (pair x task alphas; the single-user
     fit ``t0 + t1 N``); radio and payload of ``llama2-7b-l4`` with SmolLM2's vocabulary (49,152).
     """
-    import json
-    from pathlib import Path
-
     from .paths import DATA
 
     if name not in MEASURED_PRESETS:
@@ -191,13 +189,16 @@ def measured_preset(temperature: float = 1.0, measurements_dir=None, name: str =
     pattern, base_name = MEASURED_PRESETS[name]
     root = Path(measurements_dir or DATA / "measurements")
     alphas, draft, t0, t1, kernels = [], [], [], [], set()
+    unreliable = []
     for f in sorted(root.glob(pattern)):
-        d = json.loads(f.read_text())
+        d = read_measured_summary(f)
         bt = d["by_temperature"].get(str(float(temperature)))
         if bt is None:
             continue
         alphas.append(round(bt["alpha"], 4))
         tm = d["timing"]
+        if not tm.get("reliable", False):
+            unreliable.append(f.name)
         draft.append(tm["draft_s_per_token"])
         if "verify_grid" in tm:
             t0.append(tm["verify_grid"]["fit"]["t0_s"])
@@ -208,6 +209,12 @@ def measured_preset(temperature: float = 1.0, measurements_dir=None, name: str =
         kernels.add(d.get("kernel", {}).get("kernel", "fp32"))
     if not alphas:
         raise ValidationError(f"no measurements for {name} under {root}: run notebook 05 (or python -m spinlib measure)")
+    if unreliable:  # said, never used without a word (issue 24)
+        import warnings
+
+        warnings.warn(f"preset {name}: the timings of {len(unreliable)} of {len(alphas)} summaries are marked "
+                      f"reliable: false (recorded on a busy machine or with a noisy fit: {', '.join(unreliable[:3])})",
+                      UnreliableTimingWarning, stacklevel=2)
     base = PRESETS[base_name]
     if name == "qwen-coder-measured":
         desc = (f"Qwen2.5-Coder-0.5B drafting for Qwen2.5-Coder-1.5B, measured here ({len(alphas)} task groups, "
@@ -339,19 +346,50 @@ def random_scenario(
     )
 
 
+class UnreliableTimingWarning(UserWarning):
+    """A measured preset uses timings recorded as unreliable (``timing.reliable`` is false)."""
+
+
+def read_measured_summary(path) -> dict:
+    """A measurement summary (notebook 05, ``*.summary.json``) read strictly
+    (:func:`spinlib.scenario.read_json`) and checked: ``by_temperature`` maps temperatures to objects
+    with a number ``alpha`` and a list ``prefix_profile``, and ``timing`` holds the numbers the
+    presets use. A truncated or edited summary is one :class:`ValidationError` line naming the file."""
+    from .scenario import read_json
+
+    d = read_json(Path(path), f"measurement summary {Path(path).name}")
+
+    def bad(what):
+        return ValidationError(f"measurement summary {path}: {what} (re-measure it: python -m spinlib measure)")
+
+    if not isinstance(d, dict) or not isinstance(d.get("by_temperature"), dict) or not isinstance(d.get("timing"), dict):
+        raise bad("must be an object with 'by_temperature' and 'timing' objects")
+    for T, bt in d["by_temperature"].items():
+        if not isinstance(bt, dict) or isinstance(bt.get("alpha"), bool) or not isinstance(bt.get("alpha"), (int, float)) \
+                or not 0.0 <= bt["alpha"] <= 1.0 or not isinstance(bt.get("prefix_profile"), list):
+            raise bad(f"by_temperature[{T!r}] must hold 'alpha' in [0, 1] and a 'prefix_profile' list")
+    tm = d["timing"]
+    keys = ["draft_s_per_token"] + (["verify_t0_s", "verify_t1_s"] if "verify_grid" not in tm else [])
+    for k in keys:
+        if isinstance(tm.get(k), bool) or not isinstance(tm.get(k), (int, float)):
+            raise bad(f"timing.{k} must be a number")
+    if "verify_grid" in tm:
+        fit = tm["verify_grid"].get("fit") if isinstance(tm["verify_grid"], dict) else None
+        if not isinstance(fit, dict) or not all(isinstance(fit.get(k), (int, float)) for k in ("t0_s", "t1_s")):
+            raise bad("timing.verify_grid.fit must hold numbers t0_s and t1_s")
+    return d
+
+
 def measured_acceptance(pair: str, task: str, temperature: float = 0.0, measurements_dir=None):
     """``(alpha, prefix_profile)`` measured for ``pair`` on ``task`` (notebook 05's summaries).
 
     Raises :class:`ValidationError` naming the pair and task when no summary holds them.
     """
-    import json
-    from pathlib import Path
-
     from .paths import DATA
 
     root = Path(measurements_dir or DATA / "measurements")
     for f in sorted((root / pair).glob(f"{task}-*.summary.json")):
-        bt = json.loads(f.read_text())["by_temperature"].get(str(float(temperature)))
+        bt = read_measured_summary(f)["by_temperature"].get(str(float(temperature)))
         if bt is not None:
             return float(bt["alpha"]), tuple(float(x) for x in bt["prefix_profile"])
     raise ValidationError(f"no measurement of pair {pair!r} on task {task!r} at T = {temperature:g} under {root}")

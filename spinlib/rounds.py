@@ -120,7 +120,7 @@ class Allocation:
         if path is not None:
             from .cache import atomic_write_text
 
-            atomic_write_text(Path(path), text + "\n")
+            atomic_write_text(Path(path), text + "\n", follow_symlinks=True)  # a path the user names
         return text
 
     @classmethod

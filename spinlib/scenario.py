@@ -107,24 +107,85 @@ def check_physical(name: str, value: Any, field: str | None = None) -> float:
     return v
 
 
-def read_json(source: str | Path, what: str) -> Any:
-    """The parsed JSON of ``source``: a JSON object as a string (starting with ``{``) or a path to a
-    file. Every failure is one :class:`ValidationError` naming ``what`` (e.g. "scenario"): an
-    unreadable file, bytes that are not UTF-8, text that is not JSON, or a number beyond Python's
-    integer-string limit. Shared by every JSON the project reads from a user."""
-    if isinstance(source, Path) or (isinstance(source, str) and not source.lstrip().startswith("{")):
-        try:
-            text = Path(source).read_text(encoding="utf-8")
-        except OSError as e:
-            raise ValidationError(f"cannot read {what} file {source}: {e.strerror}") from None
-        except UnicodeDecodeError as e:
-            raise ValidationError(f"{what} file {source} is not UTF-8 text (byte {e.start})") from None
-    else:
-        text = source
+#: limits of every JSON document the project reads from a user, a cache or a record
+#: (:func:`loads_json`): nesting depth, and size of a file (checked before it is read)
+MAX_JSON_DEPTH = 64
+MAX_JSON_BYTES = 256 * 2**20
+
+
+class _NonFinite(str):
+    """A ``NaN``/``Infinity`` or an overflowing number as parsed, to be refused with its field's name."""
+
+
+def loads_json(text: str, what: str) -> Any:
+    """The one strict JSON parser of the project: ``json.loads(text)``, refusing with one
+    :class:`ValidationError` naming ``what``: text that is not JSON, a key repeated in one object
+    (plain ``json`` keeps the last one silently), ``NaN``/``Infinity`` and numbers that overflow a
+    float (``1e400``; the message names the field), integers beyond Python's integer-string limit,
+    and nesting deeper than :data:`MAX_JSON_DEPTH`. Integers stay Python ints (their ranges are
+    checked by the caller before any float conversion)."""
+    def pairs(items):
+        out = {}
+        for k, v in items:
+            if k in out:
+                raise ValidationError(f"{what}: key {k!r} appears twice in one object")
+            out[k] = v
+        return out
+
+    def real(text_):
+        v = float(text_)
+        return v if math.isfinite(v) else _NonFinite(text_[:40])
+
     try:
-        return json.loads(text)
+        doc = json.loads(text, object_pairs_hook=pairs, parse_constant=_NonFinite, parse_float=real)
+    except RecursionError:
+        raise ValidationError(f"{what} is nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValidationError:
+        raise
     except ValueError as e:  # JSONDecodeError, or a number beyond Python's integer-string limit
         raise ValidationError(f"{what} is not valid JSON: {str(e).splitlines()[0]}") from None
+    stack = [(doc, 1, "<document>")]
+    while stack:
+        x, depth, field_ = stack.pop()
+        if type(x) is _NonFinite:
+            raise ValidationError(f"{what}: field {field_!r} must be a finite number, got {str(x)}")
+        if isinstance(x, (dict, list)):
+            if depth > MAX_JSON_DEPTH:
+                raise ValidationError(f"{what} is nested deeper than {MAX_JSON_DEPTH} levels")
+            items = x.items() if isinstance(x, dict) else ((field_, v) for v in x)
+            stack.extend((v, depth + 1, k) for k, v in items)
+    return doc
+
+
+def read_text_checked(path: str | Path, what: str, max_bytes: int | None = None) -> str:
+    """The UTF-8 text of a regular file of at most ``max_bytes`` bytes (default :data:`MAX_JSON_BYTES`);
+    one :class:`ValidationError` naming ``what`` otherwise (unreadable, not a regular file, too large,
+    not UTF-8)."""
+    path = Path(path)
+    max_bytes = MAX_JSON_BYTES if max_bytes is None else max_bytes
+    try:
+        st = path.stat()
+        if not path.is_file():
+            raise ValidationError(f"{what} file {path} is not a regular file")
+        if st.st_size > max_bytes:
+            raise ValidationError(f"{what} file {path} has {st.st_size} bytes, more than the limit of {max_bytes}")
+        return path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ValidationError(f"cannot read {what} file {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ValidationError(f"{what} file {path} is not UTF-8 text (byte {e.start})") from None
+
+
+def read_json(source: str | Path, what: str) -> Any:
+    """The parsed JSON of ``source``: a JSON object as a string (starting with ``{``) or a path to a
+    file (:func:`read_text_checked`), parsed by :func:`loads_json`. Every failure is one
+    :class:`ValidationError` naming ``what`` (e.g. "scenario"). Shared by every JSON the project
+    reads from a user."""
+    if isinstance(source, Path) or (isinstance(source, str) and not source.lstrip().startswith("{")):
+        text = read_text_checked(source, what)
+    else:
+        text = source
+    return loads_json(text, what)
 
 
 def write_json(doc: Any, path: str | Path | None = None, indent: int = 2) -> str:
@@ -133,7 +194,7 @@ def write_json(doc: Any, path: str | Path | None = None, indent: int = 2) -> str
     if path is not None:
         from .cache import atomic_write_text
 
-        atomic_write_text(Path(path), text + "\n")
+        atomic_write_text(Path(path), text + "\n", follow_symlinks=True)  # a path the user names
     return text
 
 

@@ -38,6 +38,27 @@ def test_target_cache_manifest_detects_truncation_emptiness_and_tampering(tmp_pa
     assert MD.cache_problem(g) is not None
 
 
+def test_target_cache_manifest_covers_every_file_and_is_itself_hashed(tmp_path):
+    """Issue 24: a file outside the manifest, a trimmed or edited manifest, or a duplicate key in it,
+    is a fault (the cache is rebuilt), never loaded."""
+    f = make_cache(tmp_path / "m")
+    (f / "extra.safetensors").write_bytes(b"z" * 8)  # a file the conversion did not write
+    assert "not in its manifest" in MD.cache_problem(f)
+    (f / "extra.safetensors").unlink()
+    doc = json.loads((f / MD.MANIFEST).read_text())
+    trimmed = {"files": {"config.json": doc["files"]["config.json"]}, "sha256": doc["sha256"]}
+    (f / MD.MANIFEST).write_text(json.dumps(trimmed))  # trimmed manifest, its digest not updated
+    assert MD.cache_problem(f) is not None
+    doc2 = {"files": {**doc["files"], "model.safetensors": {"size": 1000, "sha256": "0" * 64}}, "sha256": doc["sha256"]}
+    (f / MD.MANIFEST).write_text(json.dumps(doc2))  # an edited entry
+    assert "own sha256" in MD.cache_problem(f)
+    text = json.dumps(doc)
+    (f / MD.MANIFEST).write_text(text[:-1] + ', "sha256": "x"}')  # a repeated key
+    assert "manifest" in MD.cache_problem(f)
+    (f / MD.MANIFEST).write_text(json.dumps(doc))
+    assert MD.cache_problem(f) is None
+
+
 def test_draft_cache_record_detects_every_fault(tmp_path):
     import torch
     from safetensors.torch import save_file
@@ -46,20 +67,23 @@ def test_draft_cache_record_detects_every_fault(tmp_path):
     record = tmp_path / "d.safetensors.json"
     expected = {"layers.0.mlp.w": (2, 3), "layers.0.self_attn.q": (4,)}
     save_file({"layers.0.mlp.w": torch.zeros(2, 3), "layers.0.self_attn.q": torch.ones(4)}, str(path))
-    record.write_text(json.dumps({**MD.file_record(path), "tensors": {}}))
-    assert MD._draft_problem(path, record, expected) is None
-    assert "missing" in MD._draft_problem(path, record, {**expected, "layers.1.mlp.w": (2, 3)})
-    assert "shapes" in MD._draft_problem(path, record, {**expected, "layers.0.mlp.w": (3, 2)})
+    made = {"draft": "x@rtn3g16", "target": "x", "bits": 3, "group_size": 16}
+    record.write_text(json.dumps({**MD.file_record(path), "made_from": made, "tensors": {}}))
+    assert MD._draft_problem(path, record, expected, made) is None
+    other = {**made, "draft": "x@rtn6g16", "bits": 6}  # a draft cache copied from another pair, with its record
+    assert "made from" in MD._draft_problem(path, record, expected, other)
+    assert "missing" in MD._draft_problem(path, record, {**expected, "layers.1.mlp.w": (2, 3)}, made)
+    assert "shapes" in MD._draft_problem(path, record, {**expected, "layers.0.mlp.w": (3, 2)}, made)
     save_file({"layers.0.mlp.w": torch.zeros(2, 3)}, str(path))  # a file missing a tensor, stale record
-    assert "bytes" in MD._draft_problem(path, record, expected) or "sha256" in MD._draft_problem(path, record, expected)
-    record.write_text(json.dumps({**MD.file_record(path)}))  # record matches, tensors do not
-    assert "missing" in MD._draft_problem(path, record, expected)
+    assert "bytes" in MD._draft_problem(path, record, expected, made) or "sha256" in MD._draft_problem(path, record, expected, made)
+    record.write_text(json.dumps({**MD.file_record(path), "made_from": made}))  # record matches, tensors do not
+    assert "missing" in MD._draft_problem(path, record, expected, made)
     path.write_bytes(b"")  # the issue's empty .safetensors
-    assert MD._draft_problem(path, record, expected) is not None
-    record.write_text(json.dumps(MD.file_record(path)))
-    assert "unreadable" in MD._draft_problem(path, record, expected)
+    assert MD._draft_problem(path, record, expected, made) is not None
+    record.write_text(json.dumps({**MD.file_record(path), "made_from": made}))
+    assert "unreadable" in MD._draft_problem(path, record, expected, made)
     record.unlink()
-    assert "record" in MD._draft_problem(path, record, expected)
+    assert "record" in MD._draft_problem(path, record, expected, made)
 
 
 def test_broken_draft_cache_is_rebuilt_not_trusted(tmp_path, monkeypatch):
@@ -83,7 +107,9 @@ def test_broken_draft_cache_is_rebuilt_not_trusted(tmp_path, monkeypatch):
     changed = [k for k, v in draft.named_parameters() if MD._quantised(k) and not torch.equal(v, t[k])]
     assert len(changed) > 10
     assert MD._draft_problem(bad, bad.with_name(bad.name + ".json"),
-                             {k: tuple(v.shape) for k, v in draft.state_dict().items() if MD._quantised(k)}) is None
+                             {k: tuple(v.shape) for k, v in draft.state_dict().items() if MD._quantised(k)},
+                             {"draft": pair.draft, "target": pair.target, "bits": pair.draft_bits,
+                              "group_size": pair.group_size}) is None
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a verified cache loads without a warning
         MD.load_pair(pair.name)

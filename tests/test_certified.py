@@ -78,7 +78,8 @@ def test_parameters_and_time_limit():
     """``gap`` and ``time_limit_s`` are declared parameters; a zero budget returns a certified bound."""
     s = random_scenario(32, seed=5, preset="qwen-7b-l4", access_latency_s=0.2)
     loose = solve(s, "heterogeneous-sync", L_max=16, gap=1e-6, time_limit_s=2)
-    assert loose.info["gap"] <= 1e-6 and loose.info["status"] == "optimal"
+    assert loose.info["gap"] <= 1e-6 and loose.info["status"] in ("optimal", "gap_limit")
+    assert (loose.info["status"] == "optimal") == (loose.info["gap"] <= 1e-9)  # "optimal" only at the default tolerance
     quick = solve(s, "heterogeneous-sync", time_limit_s=0)
     assert quick.info["status"] in ("time_limit", "optimal")
     for bad in (0, 1.5, True):

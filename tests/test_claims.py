@@ -31,6 +31,8 @@ def test_claim_renders_records_and_refuses_what_is_not_computed(tmp_path):
         C.claim("tpl", "{y}", x=1, holds=True, display=False)
     with pytest.raises(ValidationError, match="must be a number"):
         C.claim("obj", "{x}", x=[1, 2], holds=True, display=False)
+    assert not (tmp_path / "claims" / "99_test.json").exists()  # replaced only when the notebook completes
+    C.complete()
     recs = C.load(tmp_path / "claims" / "99_test.json")
     assert [r["id"] for r in recs] == ["gain", "inside"]
     out = C.merge(tmp_path / "claims", tmp_path / "claims.json", commit="abc")
@@ -111,3 +113,20 @@ def test_run_all_parameters_go_to_their_own_folder():
     prov = json.loads((runs[0] / "provenance" / "00_overview.json").read_text())
     assert prov["parameters"]["SEED"] == 3
     assert all(p.stat().st_mtime_ns == stamp[p] for p in committed if p.exists())
+
+
+def test_an_interrupted_notebook_never_erases_the_claims_of_its_last_complete_run(tmp_path):
+    """Issue 24: claims are replaced only when their notebook completes (kill -9 mid-run keeps them)."""
+    d = tmp_path / "claims"
+    C.begin("98_test", d)
+    C.claim("a", "{x} of {y}", x=9, y=9, holds=True, display=False)
+    C.complete()
+    before = (d / "98_test.json").read_bytes()
+    C.begin("98_test", d)  # a second run that is interrupted after one claim
+    C.claim("a", "{x} of {y}", x=0, y=9, holds=False, display=False)
+    assert (d / "98_test.json").read_bytes() == before
+    doc = json.loads(C.merge(d, tmp_path / "c.json").read_text())
+    assert [r["values"]["x"] for r in doc["claims"]] == [9]
+    C.complete()
+    doc = json.loads(C.merge(d, tmp_path / "c.json").read_text())
+    assert [r["values"]["x"] for r in doc["claims"]] == [0]

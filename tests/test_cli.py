@@ -403,7 +403,7 @@ def test_generated_command_lines_never_give_a_traceback(tmp_path):
 
 @pytest.mark.parametrize("argv, needle", [
     (["arena", "--tasks", "qa,qaa", "--rounds", "50", "--users", "2", "--seeds", "1"], "no traces of task 'qaa' (did you mean 'qa'?)"),
-    (["arena", "--tasks", "qa,qa", "--rounds", "50", "--users", "2", "--seeds", "1"], "lists a task twice"),
+    (["arena", "--tasks", "qa,qa", "--rounds", "50", "--users", "2", "--seeds", "1"], "a task is listed twice"),
     (["emulate", "s.json", "--policy", "equal", "--temperature", "5"], "--temperature needs --real-models"),
 ])
 def test_options_that_would_be_ignored_or_dropped_are_refused(argv, needle, tmp_path):

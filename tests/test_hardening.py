@@ -90,8 +90,10 @@ def test_output_writes_through_symlinks_and_refuses_special_files(tmp_path):
     target.write_text("old")
     link = tmp_path / "link.json"
     link.symlink_to(target)
-    atomic_write_text(link, "new")
+    atomic_write_text(link, "new", follow_symlinks=True)  # an output path the user names
     assert link.is_symlink() and target.read_text() == "new"
+    atomic_write_text(link, "newer")  # a cache/results write: the link is replaced, its target untouched
+    assert not link.is_symlink() and link.read_text() == "newer" and target.read_text() == "new"
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     with pytest.raises(ValidationError, match="not a regular file"):

@@ -66,7 +66,8 @@ def _batch_bounds(instance: BalanceInstance, phi: float):
 
 
 def milp_at(instance: BalanceInstance, phi: float, time_limit_s: float | None = None) -> dict:
-    """Solve the MILP at one share ``phi``: ``{"served", "modes", "status", "certified", "wall_s"}``."""
+    """Solve the MILP at one share ``phi``: ``{"served", "modes", "status", "certified", "wall_s", "x_found"}``
+    (``x_found``: the solver returned a feasible point; "0 served" without one is no answer)."""
     K = instance.num_users
     srv = instance.server
     hA, hS = _batch_bounds(instance, phi)
@@ -113,28 +114,42 @@ def milp_at(instance: BalanceInstance, phi: float, time_limit_s: float | None = 
                options=options)
     wall = time.perf_counter() - t
     if res.x is None:
-        return {"served": 0, "modes": ["off"] * K, "status": res.message, "certified": False, "wall_s": wall}
+        return {"served": 0, "modes": ["off"] * K, "status": res.message, "certified": False, "wall_s": wall,
+                "x_found": False}
     x = np.rint(res.x).astype(int)
     modes = ["AD" if x[k] else "SD" if x[K + k] else "off" for k in range(K)]
     return {"served": int(x[:2 * K].sum()), "modes": modes, "status": res.message, "certified": res.status == 0,
-            "wall_s": wall}
+            "wall_s": wall, "x_found": True}
 
 
 def solve_milp_grid(instance: BalanceInstance, phis, time_limit_s: float | None = None) -> Schedule:
-    """:func:`milp_at` at every share of ``phis``; the best (first on ties). ``info`` has per-share counts,
-    ``certified`` (every solve proven optimal) and the total MILP wall time."""
-    best, per, cert, wall = None, [], True, 0.0
+    """:func:`milp_at` at every share of ``phis``; the best (first on ties). ``info`` has per-share counts
+    (``None`` for a share not solved before the time limit), ``certified`` (every share solved and
+    proven optimal), ``status`` ("optimal", or "time_limit" when the clock stopped a solve or the
+    grid) and the total MILP wall time. When the time limit ends the search before any solve found a
+    feasible point, the result is not "0 served" but one :class:`ValidationError` line saying so."""
+    best, per, cert, wall, found = None, [], True, 0.0, False
     t_end = None if time_limit_s is None else time.perf_counter() + time_limit_s
     for phi in phis:
-        left = None if t_end is None else max(t_end - time.perf_counter(), 1e-3)
+        left = None if t_end is None else t_end - time.perf_counter()
+        if left is not None and left <= 0:  # out of time: the remaining shares are not solved
+            per.append(None)
+            cert = False
+            continue
         out = milp_at(instance, float(phi), left)
         per.append(out["served"])
         cert &= out["certified"]
+        found |= out["x_found"]
         wall += out["wall_s"]
         if best is None or out["served"] > best[0]["served"]:
             best = (out, float(phi))
+    if not found:
+        raise ValidationError(f"milp: no feasible schedule found within time_limit_s = {time_limit_s:g} s for "
+                              f"{instance.num_users:,} users (building and solving the MILP takes longer): raise "
+                              "time_limit_s, or use a heuristic policy (--list-policies)")
     out, phi = best
     return Schedule(tuple(out["modes"]), phi, "milp", {"served_by_phi": per, "certified": bool(cert),
+                                                       "status": "optimal" if cert else "time_limit",
                                                        "milp_wall_s": wall, "phi_grid": [float(p) for p in phis]})
 
 

@@ -68,7 +68,7 @@ import numpy as np
 
 from ..channel import RateModel
 from ..rounds import sync_goodput, sync_round_time
-from ..scenario import Scenario
+from ..scenario import Scenario, ValidationError, check_nonnegative
 from .bandwidth import min_makespan_bandwidth, required_bandwidth
 
 SAFETY = 1e-12  # relative slack against rounding in the rate inversion (see module docstring)
@@ -230,6 +230,23 @@ class BnBResult:
     status: str  # "optimal" (gap <= tolerance), "node_limit" or "time_limit"
     nodes: int  # nodes bounded
     time_s: float
+
+
+def check_gap(gap) -> float:
+    """The requested relative gap tolerance as a float in [0, 1) (one line otherwise: a gap of 1 or more
+    certifies any point, so it would make the search do nothing)."""
+    gap = check_nonnegative("gap", gap)
+    if gap >= 1:
+        raise ValidationError(f"gap must be in [0, 1) (a relative tolerance), got {gap!r}")
+    return gap
+
+
+def certified_status(status: str, gap: float, optimal_gap: float) -> str:
+    """The status a solver reports: ``"optimal"`` only when the achieved relative ``gap`` is within the
+    solver's optimality tolerance ``optimal_gap`` (its default); a search that closed every node at a
+    looser requested tolerance reports ``"gap_limit"`` (like a MIP solver's gap stop), never "optimal".
+    ``"node_limit"`` and ``"time_limit"`` pass through."""
+    return "gap_limit" if status == "optimal" and gap > optimal_gap else status
 
 
 def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarray, L_inc, G_inc: float, *,

@@ -27,6 +27,7 @@ may end the round early), then ``update(out)`` with what the round realised (``o
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,7 +172,8 @@ def cspec(name: str, label: str = "", **params) -> ControllerSpec:
 def parse_params(text: str) -> tuple[str, dict]:
     """``"name"`` or ``"name:key=value,key=value"`` -> ``(name, params)``: values parsed as int, float,
     ``None`` (``None``/``none``) or string; one line for a malformed item or an integer beyond the
-    float range (a traceback in the controller's checks otherwise). Shared by every spec parser."""
+    float range (a traceback in the controller's checks otherwise), a non-finite number (``nan``, ``inf``) or
+    a parameter given twice (never "the last one wins"). Shared by every spec parser."""
     if not isinstance(text, str) or not text.strip():
         raise ValidationError(f"controller spec must be 'name' or 'name:key=value,...', got {text!r}")
     name, _, rest = text.strip().partition(":")
@@ -195,6 +197,11 @@ def parse_params(text: str) -> tuple[str, dict]:
                 except OverflowError:
                     raise ValidationError(f"controller spec: parameter {key.strip()!r} is an integer of "
                                           f"{len(str(abs(val)))} digits, beyond the float range") from None
+            elif isinstance(val, float) and not math.isfinite(val):
+                raise ValidationError(f"controller spec: parameter {key.strip()!r} must be a finite number, "
+                                      f"got {val}")
+        if key.strip() in params:
+            raise ValidationError(f"controller spec {text[:80]!r}: parameter {key.strip()!r} given twice")
         params[key.strip()] = val
     return name.strip(), params
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ..scenario import ValidationError
+from ..scenario import ValidationError, loads_json
 
 TRACE_VERSION = 1
 FIELDS = ("accept", "top_prob", "entropy", "accept_prob")
@@ -158,11 +158,12 @@ def read_traces(path) -> dict[int, dict]:
     done = {}
     for i, line in enumerate(lines, 1):
         try:
-            r = json.loads(line)
-        except ValueError:
+            json.loads(line)
+        except ValueError:  # a torn line: dropped when it is the last one (an interrupted recording)
             if i == len(lines):
                 break
             raise _error(path, i, "<line>", "valid JSON") from None
+        r = loads_json(line, f"{path}:{i}")  # duplicate keys, non-finite numbers, depth: refused
         qid = check_trace_record(r, path, i)
         if qid in done:
             raise _error(path, i, "question_id", f"a prompt not recorded before (id {qid} repeats)")
@@ -171,19 +172,8 @@ def read_traces(path) -> dict[int, dict]:
 
 
 def _strict_json(text: str, path) -> Any:
-    """``json.loads`` that refuses a duplicate key (plain ``json`` keeps the last one silently)."""
-    def pairs(items):
-        seen = set()
-        for k, _ in items:
-            if k in seen:
-                raise ValidationError(f"{path}: duplicate key {k!r}")
-            seen.add(k)
-        return dict(items)
-
-    try:
-        return json.loads(text, object_pairs_hook=pairs)
-    except ValueError as e:
-        raise ValidationError(f"{path}: not valid JSON ({e})") from None
+    """:func:`spinlib.scenario.loads_json` (duplicate keys, non-finite numbers, depth refused)."""
+    return loads_json(text, str(path))
 
 
 def verified_traces(path) -> list[PromptTrace]:
@@ -198,7 +188,7 @@ def verified_traces(path) -> list[PromptTrace]:
     from ..cache import config_key
 
     path = Path(path)
-    task, _, key = path.stem.rpartition("-")
+    task, key = task_of(path), path.stem.rpartition("-")[2]
     prov_path = path.with_name(f"{path.stem}.provenance.json")
     if not prov_path.is_file():
         raise ValidationError(f"trace file {str(path)!r} has no provenance record {prov_path.name!r} (an "
@@ -245,18 +235,41 @@ def trace_files(pair: str, directory=None) -> list[Path]:
     return sorted(d.glob("*.jsonl"))
 
 
+def task_of(path) -> str:
+    """The task group a trace file ``<task>-<key>.jsonl`` holds (the one place its name is parsed)."""
+    return Path(path).name.rsplit("-", 1)[0]
+
+
+def pair_tasks(pair: str, directory=None) -> list[str]:
+    """The task groups with committed traces for ``pair`` (sorted)."""
+    return sorted({task_of(f) for f in trace_files(pair, directory)})
+
+
 def load_pair_traces(pair: str, directory=None, tasks=None) -> dict[str, list[PromptTrace]]:
     """``{task: [PromptTrace, ...]}`` of a pair's committed traces, each file checked against its
-    provenance (:func:`verified_traces`); one line when there are none."""
-    files = trace_files(pair, directory)
+    provenance (:func:`verified_traces`). ``tasks`` (default: every recorded one) must name
+    recorded tasks, each once: an unknown task is refused with the closest recorded name, never
+    dropped; one line as well when the pair has no traces."""
+    import difflib
+
+    have = pair_tasks(pair, directory)
+    if not have:
+        raise ValidationError(f"no traces recorded for pair {pair!r} under {Path(directory or traces_dir())}")
+    if tasks is not None:
+        tasks = list(tasks)
+        for t in tasks:
+            if t not in have:
+                near = difflib.get_close_matches(str(t), have, n=1)
+                raise ValidationError(f"tasks: pair {pair!r} has no traces of task {t!r}"
+                                      + (f" (did you mean {near[0]!r}?)" if near else "")
+                                      + f"; recorded: {', '.join(have)}")
+        if len(set(tasks)) != len(tasks):
+            raise ValidationError(f"tasks: a task is listed twice in {tasks}")
     out = {}
-    for f in files:
-        task = f.name.rsplit("-", 1)[0]
+    for f in trace_files(pair, directory):
+        task = task_of(f)
         if tasks is None or task in tasks:
             out[task] = verified_traces(f)
-    if not out:
-        raise ValidationError(f"no traces recorded for pair {pair!r} under {Path(directory or traces_dir())}"
-                              + (f" for tasks {list(tasks)}" if tasks else ""))
     return out
 
 

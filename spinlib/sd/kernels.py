@@ -208,9 +208,11 @@ def choose_kernel(hidden: int, intermediate: int, *, threads: int | None = None,
     Correct: its output within ``5e-2`` (bf16) or ``1e-3`` (fp32 paths) of float32 on the probe
     stack; among those, the least ``t(1 row) + t(5 rows)``. ``SPINLIB_KERNEL`` forces a candidate.
     The cache file is keyed by the CPU facts, torch version, threads and shape, and is re-measured
-    when it does not parse, names an unknown kernel, or belongs to another key.
+    when it does not parse (strictly), names an unknown kernel, belongs to another key, or does not
+    match the sha256 of its own content (an edited choice is re-measured, never trusted).
     """
-    from ..cache import atomic_write_text, config_key
+    from ..cache import atomic_write_text, config_key, value_digest
+    from ..scenario import loads_json
     from ..paths import ROOT
     from ..timing import set_threads
 
@@ -224,18 +226,21 @@ def choose_kernel(hidden: int, intermediate: int, *, threads: int | None = None,
     key_cfg = {"facts": facts, "threads": threads, "shape": [hidden, intermediate], "version": 1}
     path = (cache_dir or ROOT / ".cache" / "kernels") / f"{config_key(key_cfg, 16)}.json"
     if path.exists() and not recompute:
-        try:
-            d = json.loads(path.read_text(encoding="utf-8"))
-            if d.get("key") == key_cfg and d.get("kernel") in CANDIDATES and d.get("how") == "measured":
+        try:  # trusted only whole and unedited: strict JSON, this key, and its own content digest
+            d = loads_json(path.read_text(encoding="utf-8"), f"kernel choice {path.name}")
+            body = {k: v for k, v in d.items() if k != "sha256"}
+            if d.get("key") == key_cfg and d.get("kernel") in CANDIDATES and d.get("how") == "measured" \
+                    and d.get("sha256") == value_digest(body):
                 return KernelChoice(d["kernel"], "measured", facts, d["timings"], (hidden, intermediate), threads)
-        except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        except (OSError, ValueError, AttributeError, KeyError, TypeError, ValidationError):
             pass
     timings = measure_kernels(hidden, intermediate)
     tol = {"fp32": 1e-3, "fp32-prepacked": 1e-3, "bf16": 5e-2}
     ok = {k: t for k, t in timings.items() if t["max_abs_err"] is not None and t["max_abs_err"] <= tol[k]}
     best = min(ok, key=lambda k: _score(ok[k]))
     choice = KernelChoice(best, "measured", facts, timings, (hidden, intermediate), threads)
-    atomic_write_text(path, json.dumps({"key": key_cfg, **choice.to_dict()}, indent=1) + "\n")
+    body = json.loads(json.dumps({"key": key_cfg, **choice.to_dict()}))
+    atomic_write_text(path, json.dumps({**body, "sha256": value_digest(body)}, indent=1) + "\n")
     return choice
 
 

@@ -257,20 +257,28 @@ def read_records(path) -> dict:
     """The finished records of a measurement JSONL, keyed by (kind, question_id, temperature, L).
 
     A torn *last* line (an interrupted run) is dropped and measured again; any other line that is not
-    a valid record is refused with one line naming the file, the line and the field.
+    a valid record (strict JSON: :func:`spinlib.scenario.loads_json`), or that repeats the key of an
+    earlier line, is refused with one line naming the file, the line and the field (a repeated line
+    would otherwise be pooled twice, or the last one would silently win).
     """
     import json
+
+    from ..scenario import loads_json
 
     lines = path.read_text(encoding="utf-8", errors="strict").splitlines()
     done = {}
     for i, line in enumerate(lines, 1):
         try:
-            r = json.loads(line)
+            json.loads(line)
         except ValueError:  # JSONDecodeError, or a number beyond the integer-string limit
             if i == len(lines):
                 break  # torn last line
             raise _record_error(path, i, "<line>", "valid JSON") from None
-        done[check_record(r, path, i)] = r
+        r = loads_json(line, f"{path}:{i}")
+        key = check_record(r, path, i)
+        if key in done:
+            raise _record_error(path, i, "question_id", f"a record not written before ({key} repeats)")
+        done[key] = r
     return done
 
 
@@ -278,9 +286,11 @@ def read_summary(path):
     """A summary JSON, or None when it is unreadable or not a JSON object (the caller recomputes it)."""
     import json
 
+    from ..scenario import loads_json
+
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        d = loads_json(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, ValueError, ValidationError):
         return None
     return d if isinstance(d, dict) else None
 
@@ -336,10 +346,17 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
         raw.unlink()
     raw.parent.mkdir(parents=True, exist_ok=True)
     done = read_records(raw) if raw.exists() else {}
+    prompts = load_prompts(task, n_prompts)
+    jobs = [("beta", p, T, None) for p in prompts for T in temperatures]
+    jobs += [("engine", p, T, L) for p in prompts[:engine_prompts] for T in temperatures for L in L_values]
+    wanted = {(kind, p["question_id"], float(T), L) for kind, p, T, L in jobs}
+    foreign = sorted(set(done) - wanted, key=repr)
+    if foreign:  # a line of another question, temperature or length: never pooled into this summary
+        raise ValidationError(f"{raw}: holds {len(foreign)} record(s) this configuration does not measure "
+                              f"(first: {foreign[0]}); delete those lines or measure with recompute")
     target, draft, tok = load_pair(pair_name)
     spec = PACKAGED[pair.target]
     stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
-    prompts = load_prompts(task, n_prompts)
     # packaged-draft pairs: prompts up to MAX_PROMPT_TOKENS with their template intact (middle cut,
     # counted); the low-bit pairs keep encode's left cut at 384 (their committed data)
     intact = pair.draft_model is not None
@@ -348,10 +365,10 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
         if intact:
             encoded[p["question_id"]], cuts[p["question_id"]] = encode_intact(tok, p["prompt"], spec.chat,
                                                                               MAX_PROMPT_TOKENS)
-        else:
+        else:  # left cut: the chat header of an over-long prompt is lost (counted in the summary)
+            full = encode(tok, p["prompt"], spec.chat, None)
             encoded[p["question_id"]] = encode(tok, p["prompt"], spec.chat)
-    jobs = [("beta", p, T, None) for p in prompts for T in temperatures]
-    jobs += [("engine", p, T, L) for p in prompts[:engine_prompts] for T in temperatures for L in L_values]
+            cuts[p["question_id"]] = len(full) - len(encoded[p["question_id"]])
     with raw.open("a") as f:
         for kind, p, T, L in tqdm(jobs, desc=f"measure {pair_name}/{task}", disable=not progress, leave=False):
             k = (kind, p["question_id"], float(T), L)
@@ -382,6 +399,10 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
         summary["prompts"] = {"max_tokens": MAX_PROMPT_TOKENS, "truncation": "middle of the content, template intact",
                               "cut": sum(1 for c in cuts.values() if c > 0), "of": len(cuts),
                               "chars_cut": int(sum(cuts.values()))}
+    else:
+        summary["prompts"] = {"max_tokens": 384, "truncation": "left: an over-long prompt loses its start (chat header)",
+                              "cut": sum(1 for c in cuts.values() if c > 0), "of": len(cuts),
+                              "tokens_cut": int(sum(cuts.values()))}
     L_max = max(L_values)
     for T in temperatures:
         betas = [np.array(r["beta"]) for (kind, _, t, _), r in done.items() if kind == "beta" and t == T]

@@ -237,29 +237,50 @@ def file_record(path: Path) -> dict:
     return {"size": path.stat().st_size, "sha256": sha256_file(path)}
 
 
+def _manifest_digest(files: dict) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+
+
 def write_manifest(folder: Path) -> None:
-    """Record size and sha256 of every file of a cache folder (written last, inside the folder)."""
+    """Record size and sha256 of every file of a cache folder, and the sha256 of that list itself
+    (written last, inside the folder, atomically)."""
     import json
 
     files = {p.relative_to(folder).as_posix(): file_record(p) for p in sorted(folder.rglob("*"))
              if p.is_file() and p.name != MANIFEST}
-    (folder / MANIFEST).write_text(json.dumps({"files": files}, indent=1) + "\n")
+    atomic_write_text(folder / MANIFEST, json.dumps({"files": files, "sha256": _manifest_digest(files)}, indent=1) + "\n")
 
 
 def cache_problem(folder: Path) -> str | None:
-    """Why a target cache folder cannot be trusted (None when every file matches its manifest)."""
-    import json
+    """Why a target cache folder cannot be trusted (None when it can): the manifest must parse
+    strictly, match its own sha256, list config.json and a safetensors file, and cover every file of
+    the folder (a file outside it is a fault too); every listed file must match its size and sha256."""
+    from ..scenario import loads_json
 
     try:
-        files = json.loads((folder / MANIFEST).read_text())["files"]
+        doc = loads_json((folder / MANIFEST).read_text(encoding="utf-8"), MANIFEST)
+        files = doc["files"]
         if not isinstance(files, dict) or "config.json" not in files:
             return "its manifest lists no config.json"
-    except (OSError, ValueError, KeyError, TypeError):
+        if not any(n.endswith(".safetensors") for n in files):
+            return "its manifest lists no safetensors file"
+        if doc.get("sha256") != _manifest_digest(files):
+            return "its manifest does not match its own sha256 (edited or from an older version)"
+    except (OSError, ValueError, KeyError, TypeError, ValidationError):
         return f"no readable {MANIFEST}"
+    on_disk = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if not p.is_dir() and p.name != MANIFEST}
+    extra = sorted(on_disk - set(files))
+    if extra:
+        return f"{extra[0]} is not in its manifest"
     for name, rec in files.items():
         f = folder / name
-        if not f.is_file():
-            return f"{name} is missing"
+        if not isinstance(rec, dict):
+            return f"the manifest entry of {name} is not an object"
+        if f.is_symlink() or not f.is_file():
+            return f"{name} is missing or not a regular file"
         if f.stat().st_size != rec.get("size"):
             return f"{name} has {f.stat().st_size} bytes, the manifest says {rec.get('size')}"
         if sha256_file(f) != rec.get("sha256"):
@@ -383,19 +404,22 @@ def _quantised(key: str) -> bool:
     return "mlp" in key or "self_attn" in key
 
 
-def _draft_problem(path: Path, record: Path, expected: dict) -> str | None:
-    """Why a cached draft cannot be trusted: its record (size, sha256, tensor names and shapes) must
-    match the file, and the file must hold exactly the tensors the target's architecture expects."""
-    import json
-
+def _draft_problem(path: Path, record: Path, expected: dict, made_from: dict) -> str | None:
+    """Why a cached draft cannot be trusted: its record (size, sha256, tensor names and shapes, and
+    what it was made from: draft, target, bits, group size) must match the file and this pair, and the
+    file must hold exactly the tensors the target's architecture expects."""
     from safetensors import safe_open
 
+    from ..scenario import loads_json
+
     try:
-        rec = json.loads(record.read_text())
+        rec = loads_json(record.read_text(encoding="utf-8"), record.name)
         if not isinstance(rec, dict):
             return "its record is not a JSON object"
-    except (OSError, ValueError):
+    except (OSError, ValueError, ValidationError):
         return f"no readable record {record.name}"
+    if rec.get("made_from") != made_from:
+        return f"it was made from {rec.get('made_from')}, not {made_from}"
     if path.stat().st_size != rec.get("size"):
         return f"{path.stat().st_size} bytes, the record says {rec.get('size')}"
     if sha256_file(path) != rec.get("sha256"):
@@ -434,7 +458,8 @@ def load_pair(name: str, kernel: str | None = None):
     path = cache_dir() / "drafts" / f"{pair.draft}.safetensors"
     record = path.with_name(path.name + ".json")
     expected = {k: tuple(v.shape) for k, v in draft.state_dict().items() if _quantised(k)}
-    why = _draft_problem(path, record, expected) if path.exists() else "absent"
+    made_from = {"draft": pair.draft, "target": pair.target, "bits": pair.draft_bits, "group_size": pair.group_size}
+    why = _draft_problem(path, record, expected, made_from) if path.exists() else "absent"
     if why is None:
         draft.load_state_dict(load_file(path), strict=False)  # every expected tensor checked above
     else:
@@ -448,8 +473,8 @@ def load_pair(name: str, kernel: str | None = None):
         os.replace(tmp, path)
         import json
 
-        atomic_write_text(record, json.dumps({**file_record(path), "tensors": {k: list(v) for k, v in
-                                                                              sorted(expected.items())}}) + "\n")
+        atomic_write_text(record, json.dumps({**file_record(path), "made_from": made_from,
+                                              "tensors": {k: list(v) for k, v in sorted(expected.items())}}) + "\n")
     draft.eval()
     _LOADED[key] = draft
     return target, draft, tok
