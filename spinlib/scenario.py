@@ -107,6 +107,9 @@ def check_physical(name: str, value: Any, field: str | None = None) -> float:
     return v
 
 
+#: the largest vocabulary a payload may name (real ones are below 300,000 tokens)
+MAX_VOCAB = 2**31 - 1
+
 #: limits of every JSON document the project reads from a user, a cache or a record
 #: (:func:`loads_json`): nesting depth, and size of a file (checked before it is read)
 MAX_JSON_DEPTH = 64
@@ -196,6 +199,13 @@ def write_json(doc: Any, path: str | Path | None = None, indent: int = 2) -> str
 
         atomic_write_text(Path(path), text + "\n", follow_symlinks=True)  # a path the user names
     return text
+
+
+def count_text(n: int) -> str:
+    """An integer count for a message: ``1,234,567`` up to 10^18, else ``about 10^k`` (an exact
+    decimal of a huge count can exceed Python's integer-string limit and fail while formatting)."""
+    n = int(n)
+    return f"{n:,}" if abs(n) < 10**18 else f"about 10^{int(n.bit_length() * math.log10(2))}"
 
 
 def check_int_range(name: str, value: Any, lo: int, hi: int | None = None) -> int:
@@ -438,7 +448,7 @@ class Payload:
     top_k: int = 128
 
     def __post_init__(self) -> None:
-        check_int_range("vocab_size", self.vocab_size, 2)
+        check_int_range("vocab_size", self.vocab_size, 2, MAX_VOCAB)
         if self.mode not in PAYLOAD_MODES:
             raise ValidationError(f"mode must be one of {PAYLOAD_MODES}, got {self.mode!r}")
         check_int_range("bits_per_prob", self.bits_per_prob, 1, 64)

@@ -300,3 +300,32 @@ def test_a_measured_preset_checks_its_summaries_and_says_when_timings_are_unreli
     f.write_text(json.dumps(d))
     with pytest.raises(ValidationError, match="alpha"):
         measured_preset(name="qwen-coder-measured", measurements_dir=tmp_path)
+
+
+@given(st.integers(0, 10**5))
+@settings(max_examples=50, deadline=None)
+def test_a_huge_count_formats_without_overflow(e):
+    from spinlib.scenario import count_text
+
+    n = 3**e
+    text = count_text(n)
+    if n < 10**18:
+        assert text == f"{n:,}"
+    else:
+        k = int(text.removeprefix("about 10^"))
+        assert abs(k - e * 0.47712125) <= 1.0  # log10(3) = 0.4771
+
+
+@pytest.mark.parametrize("vocab", [2**31, 10**400])
+def test_a_vocabulary_beyond_the_cap_is_one_line(vocab):
+    from spinlib.scenario import Payload
+
+    with pytest.raises(ValidationError, match="vocab_size must be an integer in"):
+        Payload(vocab)
+
+
+def test_exhaustive_search_of_ten_thousand_users_is_refused_in_one_line(tmp_path):
+    sc = tmp_path / "s.json"
+    random_scenario(10_000, seed=0).to_json(sc)
+    r = _run("solve", str(sc), "--policy", "exhaustive")
+    assert r.returncode == 2 and "about 10^" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

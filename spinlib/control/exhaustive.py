@@ -13,7 +13,7 @@ import numpy as np
 from ..acceptance import tokens_table
 from ..channel import RateModel
 from ..rounds import Allocation
-from ..scenario import Scenario, ValidationError, check_int_range
+from ..scenario import Scenario, ValidationError, check_int_range, count_text
 from .heterogeneous import evaluate_async_lengths, evaluate_sync_lengths
 from .registry import register_policy
 
@@ -34,7 +34,7 @@ def solve_exhaustive(scenario: Scenario, L_max: int = 8, round_model: str = "syn
     n = (L_max + 1) ** K
     if n > MAX_VECTORS:
         raise ValidationError(
-            f"exhaustive search over (L_max+1)^K = {n:,} vectors exceeds {MAX_VECTORS:,}; use fewer users or a smaller L_max"
+            f"exhaustive search over (L_max+1)^K = {count_text(n)} vectors exceeds {MAX_VECTORS:,}; use fewer users or a smaller L_max"
         )
     rates = rates or RateModel.of(scenario)
     table = tokens_table(scenario, L_max)

@@ -48,7 +48,7 @@ from ..acceptance import accept_all_table, tokens_table
 from ..channel import RateModel
 from ..modes import mode_names, mode_payload
 from ..rounds import Allocation, sync_goodput
-from ..scenario import Scenario, ValidationError, check_int_range, check_nonnegative
+from ..scenario import Scenario, ValidationError, check_int_range, check_nonnegative, count_text
 from .bandwidth import min_makespan_bandwidth, required_bandwidth
 from .branch_and_bound import certified_status, check_gap
 from .branch_and_bound_uldl import branch_and_bound_uldl
@@ -484,7 +484,7 @@ def _size_check(K: int, L_max: int) -> int:
     n = 2**K * (L_max + 1) ** K
     if n > EXHAUSTIVE_MAX_COMBINATIONS:
         raise ValidationError(
-            f"uldl-exhaustive would evaluate 2^K (L_max+1)^K = {n:,} (mode, length) combinations for K = {K}, "
+            f"uldl-exhaustive would evaluate 2^K (L_max+1)^K = {count_text(n)} (mode, length) combinations for K = {K}, "
             f"L_max = {L_max}, above its cap of {EXHAUSTIVE_MAX_COMBINATIONS:,}; use fewer users, a smaller L_max "
             "or uldl-optimal")
     return n
