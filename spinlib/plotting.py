@@ -11,6 +11,7 @@ from .paths import FIGURES
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1)), (0, (1, 1)), (0, (5, 5)))
+HATCHES = ("", "//", "..", "xx", "\\\\", "++", "oo", "--")  # bars: told apart without colour too
 
 
 def set_style(context: str = "paper") -> None:
@@ -44,6 +45,56 @@ def series_styles():
             "marker": MARKERS[i % len(MARKERS)],
             "linestyle": LINESTYLES[i % len(LINESTYLES)],
         }
+
+
+def bar_styles():
+    """Infinite iterator of ``dict(color, hatch)`` for ``ax.bar``: bars told apart by hatch as well
+    as by colour (a reader without colour, or a grey print, still can)."""
+    for i, sty in enumerate(series_styles()):
+        yield {"color": sty["color"], "hatch": HATCHES[i % len(HATCHES)]}
+
+
+def layered_styles(names) -> dict:
+    """Line styles for series that may coincide (e.g. a policy equal to its reference): the first
+    name is drawn widest with the largest hollow markers at the back, each later one narrower and
+    in front, so every series stays visible where the curves are identical. ``{name: style}``
+    (keys ``color, marker, linestyle, linewidth, markersize, markerfacecolor, zorder``)."""
+    names = list(names)
+    out = {}
+    for i, (name, sty) in enumerate(zip(names, series_styles())):
+        back = len(names) - 1 - i
+        out[name] = {**sty, "linewidth": 1.4 + 1.2 * back, "markersize": 4 + 2.5 * back,
+                     "markerfacecolor": "none" if back else sty["color"], "zorder": 2 + i}
+    return out
+
+
+#: readable names of registered controllers and re-planners in legends (the registry keys are for code)
+DISPLAY_NAMES = {
+    "ucb-specstop": "UCB-SpecStop", "naive-ucb": "naive UCB", "specdec++": "SpecDec++",
+    "hf-heuristic": "HF heuristic", "hf-confidence": "HF confidence", "fixed": "fixed", "gelato": "GELATO",
+    "lyapunov-only": "Lyapunov only", "entropy-only": "entropy only", "plan-on-average": "plan on average",
+    "server-only": "server only", "replan-bandwidth": "re-plan: bandwidth", "replan-drop": "re-plan: drop users",
+    "replan-coordinate": "re-plan: coordinate", "replan-ratio": "re-plan: ratio",
+    "replan-dinkelbach": "re-plan: Dinkelbach", "energy-queue": "energy queue",
+}
+
+
+def display_label(key: str) -> str:
+    """A legend label for a spec key: ``"fixed:L=4"`` -> ``"fixed (L = 4)"``,
+    ``"gelato:V=1.0,eta=3.0"`` -> ``"GELATO (V = 1, eta = 3)"``; unknown names are kept as they are."""
+    name, _, params = str(key).partition(":")
+    text = DISPLAY_NAMES.get(name, name)
+    if not params:
+        return text
+    parts = []
+    for item in params.split(","):
+        k, _, v = item.partition("=")
+        try:
+            v = f"{float(v):g}"
+        except ValueError:
+            pass
+        parts.append(f"{k} = {v}")
+    return f"{text} ({', '.join(parts)})"
 
 
 def save_figure(fig, name: str, directory: Path | None = None) -> None:
