@@ -147,7 +147,7 @@ def _verified_entry(path: Path, name: str, canon) -> Any:
     from .scenario import ValidationError, loads_json
 
     try:
-        stored = loads_json(path.read_text(encoding="utf-8"), f"cache entry {path.name}")
+        stored = loads_json(path.read_text(encoding="utf-8"), f"cache entry {path.name}", allow_nonfinite=True)
     except (OSError, ValueError, ValidationError):  # torn, not UTF-8, not JSON
         return _MISS
     if (isinstance(stored, dict) and set(stored) == {"name", "config", "value", "value_sha256"}

@@ -421,8 +421,9 @@ def cmd_balance(args) -> int:
     else:
         print(f"{args.policy}: {sched.served} of {inst.num_users} users served ({sched.num_ad} AD, {sched.num_sd} SD), "
               f"phi = {sched.phi:g}, memory {check.memory_bytes / 1e9:.3f} of {inst.server.memory_bytes / 1e9:.3f} GB")
-    if sched.info.get("status") == "time_limit":  # said, never a silent best-so-far
-        sys.stderr.write(f"spinlib: warning: {args.policy} stopped at its time limit: the schedule is the best found, "
+    if sched.info.get("status") in ("time_limit", "not_certified"):  # said, never a silent best-so-far
+        why = "stopped at its time limit" if sched.info["status"] == "time_limit" else "could not certify every share"
+        sys.stderr.write(f"spinlib: warning: {args.policy} {why}: the schedule is the best found, "
                          "not certified optimal\n")
     return 0
 

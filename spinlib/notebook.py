@@ -72,9 +72,9 @@ def finish() -> Path:
     dirty = _git("status", "--porcelain", "--", "spinlib", "notebooks", "data")
     rec = {"notebook": name, "commit": _git("rev-parse", "HEAD") or None, "uncommitted_changes": bool(dirty),
            "parameters": _STATE["params"], "inputs": inputs_of(name)}
+    claims.complete()  # the claims of this run replace the last complete run's only now, then its record
     path = RESULTS / "provenance" / f"{name}.json"
     atomic_write_text(path, json.dumps(rec, indent=1, sort_keys=True, default=json_default) + "\n")
-    claims.complete()  # the claims of this run replace the last complete run's only now
     return path
 
 

@@ -355,9 +355,10 @@ def read_measured_summary(path) -> dict:
     (:func:`spinlib.scenario.read_json`) and checked: ``by_temperature`` maps temperatures to objects
     with a number ``alpha`` and a list ``prefix_profile``, and ``timing`` holds the numbers the
     presets use. A truncated or edited summary is one :class:`ValidationError` line naming the file."""
-    from .scenario import read_json
+    from .scenario import loads_json, read_text_checked
 
-    d = read_json(Path(path), f"measurement summary {Path(path).name}")
+    d = loads_json(read_text_checked(path, "measurement summary"), f"measurement summary {Path(path).name}",
+                   allow_nonfinite=True)  # undefined profile entries are NaN; alpha is checked finite below
 
     def bad(what):
         return ValidationError(f"measurement summary {path}: {what} (re-measure it: python -m spinlib measure)")
@@ -366,8 +367,9 @@ def read_measured_summary(path) -> dict:
         raise bad("must be an object with 'by_temperature' and 'timing' objects")
     for T, bt in d["by_temperature"].items():
         if not isinstance(bt, dict) or isinstance(bt.get("alpha"), bool) or not isinstance(bt.get("alpha"), (int, float)) \
-                or not 0.0 <= bt["alpha"] <= 1.0 or not isinstance(bt.get("prefix_profile"), list):
-            raise bad(f"by_temperature[{T!r}] must hold 'alpha' in [0, 1] and a 'prefix_profile' list")
+                or not 0.0 <= bt["alpha"] <= 1.0 or not isinstance(bt.get("prefix_profile"), list) \
+                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in bt["prefix_profile"]):
+            raise bad(f"by_temperature[{T!r}] must hold 'alpha' in [0, 1] and a 'prefix_profile' list of numbers")
     tm = d["timing"]
     keys = ["draft_s_per_token"] + (["verify_t0_s", "verify_t1_s"] if "verify_grid" not in tm else [])
     for k in keys:

@@ -117,16 +117,26 @@ MAX_JSON_BYTES = 256 * 2**20
 
 
 class _NonFinite(str):
-    """A ``NaN``/``Infinity`` or an overflowing number as parsed, to be refused with its field's name."""
+    """A ``NaN``/``Infinity``, an overflowing number or an integer beyond the float range, as parsed,
+    to be refused with its field's name."""
 
 
-def loads_json(text: str, what: str) -> Any:
+#: integers beyond this magnitude are refused (every field of our formats is a float or a count
+#: far below it; a float conversion of a larger integer overflows)
+MAX_JSON_INT = 2**1023
+
+
+def loads_json(text: str, what: str, *, allow_nonfinite: bool = False) -> Any:
     """The one strict JSON parser of the project: ``json.loads(text)``, refusing with one
     :class:`ValidationError` naming ``what``: text that is not JSON, a key repeated in one object
-    (plain ``json`` keeps the last one silently), ``NaN``/``Infinity`` and numbers that overflow a
-    float (``1e400``; the message names the field), integers beyond Python's integer-string limit,
-    and nesting deeper than :data:`MAX_JSON_DEPTH`. Integers stay Python ints (their ranges are
-    checked by the caller before any float conversion)."""
+    (plain ``json`` keeps the last one silently), ``NaN``/``Infinity``, numbers that overflow a
+    float (``1e400``) and integers beyond :data:`MAX_JSON_INT` (the message names the field),
+    integers beyond Python's integer-string limit, and nesting deeper than :data:`MAX_JSON_DEPTH`.
+    Integers stay Python ints (their ranges are checked by the caller before any float conversion).
+
+    ``allow_nonfinite``: ``NaN``/``Infinity`` are read as floats (only for records the project
+    wrote itself and hashes, such as cache entries, where an undefined statistic is a NaN).
+    """
     def pairs(items):
         out = {}
         for k, v in items:
@@ -137,10 +147,16 @@ def loads_json(text: str, what: str) -> Any:
 
     def real(text_):
         v = float(text_)
-        return v if math.isfinite(v) else _NonFinite(text_[:40])
+        return v if math.isfinite(v) or allow_nonfinite else _NonFinite(text_[:40])
 
+    def integer(text_):
+        v = int(text_)
+        return v if abs(v) <= MAX_JSON_INT else _NonFinite(f"an integer of {len(text_)} digits")
+
+    constant = (lambda name: float(name)) if allow_nonfinite else _NonFinite
     try:
-        doc = json.loads(text, object_pairs_hook=pairs, parse_constant=_NonFinite, parse_float=real)
+        doc = json.loads(text, object_pairs_hook=pairs, parse_constant=constant, parse_float=real,
+                         parse_int=integer)
     except RecursionError:
         raise ValidationError(f"{what} is nested deeper than {MAX_JSON_DEPTH} levels") from None
     except ValidationError:

@@ -66,8 +66,9 @@ def _batch_bounds(instance: BalanceInstance, phi: float):
 
 
 def milp_at(instance: BalanceInstance, phi: float, time_limit_s: float | None = None) -> dict:
-    """Solve the MILP at one share ``phi``: ``{"served", "modes", "status", "certified", "wall_s", "x_found"}``
-    (``x_found``: the solver returned a feasible point; "0 served" without one is no answer)."""
+    """Solve the MILP at one share ``phi``: ``{"served", "modes", "status", "certified", "wall_s", "x_found", "code"}``
+    (``x_found``: the solver returned a feasible point; "0 served" without one is no answer; ``code``: the
+    status code of :func:`scipy.optimize.milp`)."""
     K = instance.num_users
     srv = instance.server
     hA, hS = _batch_bounds(instance, phi)
@@ -115,41 +116,46 @@ def milp_at(instance: BalanceInstance, phi: float, time_limit_s: float | None = 
     wall = time.perf_counter() - t
     if res.x is None:
         return {"served": 0, "modes": ["off"] * K, "status": res.message, "certified": False, "wall_s": wall,
-                "x_found": False}
+                "x_found": False, "code": int(res.status)}
     x = np.rint(res.x).astype(int)
     modes = ["AD" if x[k] else "SD" if x[K + k] else "off" for k in range(K)]
     return {"served": int(x[:2 * K].sum()), "modes": modes, "status": res.message, "certified": res.status == 0,
-            "wall_s": wall, "x_found": True}
+            "wall_s": wall, "x_found": True, "code": int(res.status)}
 
 
 def solve_milp_grid(instance: BalanceInstance, phis, time_limit_s: float | None = None) -> Schedule:
     """:func:`milp_at` at every share of ``phis``; the best (first on ties). ``info`` has per-share counts
     (``None`` for a share not solved before the time limit), ``certified`` (every share solved and
-    proven optimal), ``status`` ("optimal", or "time_limit" when the clock stopped a solve or the
-    grid) and the total MILP wall time. When the time limit ends the search before any solve found a
+    proven optimal), ``status`` ("optimal"; "time_limit" when the clock stopped a solve or the grid;
+    "not_certified" otherwise) and the total MILP wall time. When the time limit ends the search before any solve found a
     feasible point, the result is not "0 served" but one :class:`ValidationError` line saying so."""
-    best, per, cert, wall, found = None, [], True, 0.0, False
+    best, per, cert, wall, found, clock = None, [], True, 0.0, False, False
     t_end = None if time_limit_s is None else time.perf_counter() + time_limit_s
     for phi in phis:
         left = None if t_end is None else t_end - time.perf_counter()
         if left is not None and left <= 0:  # out of time: the remaining shares are not solved
             per.append(None)
-            cert = False
+            cert, clock = False, True
             continue
         out = milp_at(instance, float(phi), left)
         per.append(out["served"])
         cert &= out["certified"]
         found |= out["x_found"]
+        clock |= out["code"] == 1  # scipy.optimize.milp: 1 = iteration or time limit reached
         wall += out["wall_s"]
         if best is None or out["served"] > best[0]["served"]:
             best = (out, float(phi))
     if not found:
-        raise ValidationError(f"milp: no feasible schedule found within time_limit_s = {time_limit_s:g} s for "
-                              f"{instance.num_users:,} users (building and solving the MILP takes longer): raise "
-                              "time_limit_s, or use a heuristic policy (--list-policies)")
+        if clock:
+            raise ValidationError(f"milp: no feasible schedule found within time_limit_s = {time_limit_s:g} s for "
+                                  f"{instance.num_users:,} users (building and solving the MILP takes longer): raise "
+                                  "time_limit_s, or use a heuristic policy (--list-policies)")
+        raise ValidationError(f"milp: the solver returned no schedule for {instance.num_users:,} users "
+                              f"({len(per)} shares of the grid)")
     out, phi = best
     return Schedule(tuple(out["modes"]), phi, "milp", {"served_by_phi": per, "certified": bool(cert),
-                                                       "status": "optimal" if cert else "time_limit",
+                                                       "status": "optimal" if cert else "time_limit" if clock
+                                                       else "not_certified",
                                                        "milp_wall_s": wall, "phi_grid": [float(p) for p in phis]})
 
 

@@ -227,7 +227,7 @@ def choose_kernel(hidden: int, intermediate: int, *, threads: int | None = None,
     path = (cache_dir or ROOT / ".cache" / "kernels") / f"{config_key(key_cfg, 16)}.json"
     if path.exists() and not recompute:
         try:  # trusted only whole and unedited: strict JSON, this key, and its own content digest
-            d = loads_json(path.read_text(encoding="utf-8"), f"kernel choice {path.name}")
+            d = loads_json(path.read_text(encoding="utf-8"), f"kernel choice {path.name}", allow_nonfinite=True)
             body = {k: v for k, v in d.items() if k != "sha256"}
             if d.get("key") == key_cfg and d.get("kernel") in CANDIDATES and d.get("how") == "measured" \
                     and d.get("sha256") == value_digest(body):

@@ -289,7 +289,8 @@ def read_summary(path):
     from ..scenario import loads_json
 
     try:
-        d = loads_json(path.read_text(encoding="utf-8"), str(path))
+        d = loads_json(path.read_text(encoding="utf-8"), str(path), allow_nonfinite=True)  # our own record (an
+        # undefined statistic, e.g. a prefix profile past the tokens measured, is NaN)
     except (OSError, ValueError, ValidationError):
         return None
     return d if isinstance(d, dict) else None
