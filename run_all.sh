@@ -8,7 +8,11 @@
 #   bash run_all.sh --verify [--smoke] [--only NN]  re-run into results/verify/ and compare every result
 #                                     (claims, summaries; not timings) with the run in results/ (or
 #                                     results/smoke/); non-zero exit on a difference (spinlib.verify)
-#   bash run_all.sh test [pytest args...]                  bootstrap, then the whole pytest suite
+#   bash run_all.sh test [--all] [--record] [pytest args...]
+#                                     bootstrap, then pytest: the default tier (everything not marked
+#                                     slow), or every tier with --all; --record writes the run's counts
+#                                     and wall time to results/timings/test_suite.json (the README's
+#                                     figure); without it a test run changes no tracked file
 #
 # Bootstrap: uses the active virtualenv/conda env if spinlib's pinned dependencies are installed
 # there, otherwise creates ./.venv with python3.11 and installs the project (pip install -e .,
@@ -32,7 +36,7 @@ if [[ $MODE == run ]]; then
           [[ "$2" =~ ^[A-Z_][A-Z0-9_]*$ ]] || { echo "run_all.sh: -p NAME must be a parameter name (upper case), got '$2'" >&2; exit 2; }
           [[ "$2" != SMOKE && "$2" != RECOMPUTE ]] || { echo "run_all.sh: use --smoke / --recompute, not -p $2" >&2; exit 2; }
           PARAMS+=(-p "$2" "$3"); shift 2 ;;
-      -h|--help) sed -n 2,15p "$0"; exit 0 ;;
+      -h|--help) sed -n 2,19p "$0"; exit 0 ;;
       *) echo "run_all.sh: unknown option $1 (use --smoke, --only NN, --stale, --recompute, -p NAME VALUE, or 'test')" >&2; exit 2 ;;
     esac
     shift
@@ -85,11 +89,22 @@ fi
 
 if [[ $MODE == test ]]; then
   export MPLBACKEND=agg
-  if [[ $# -gt 0 ]]; then exec "$PY" -m pytest "$@"; fi
-  # the whole suite: its count and wall time go to results/timings/test_suite.json (the README's figure)
+  TIER=default; RECORD=False; ARGS=()
+  for a in "$@"; do
+    case "$a" in
+      --all) TIER=all ;;
+      --record) RECORD=True ;;
+      *) ARGS+=("$a") ;;
+    esac
+  done
+  # pyproject's addopts deselect the slow tier; an empty -m selects every tier
+  [[ $TIER == all ]] && ARGS=(-m "" "${ARGS[@]}")
+  if [[ $RECORD == False ]]; then exec "$PY" -m pytest "${ARGS[@]}"; fi
+  [[ ${#ARGS[@]} -eq 0 || ( $TIER == all && ${#ARGS[@]} -eq 2 ) ]] || {
+    echo "run_all.sh: --record times a whole tier; it takes no pytest arguments (use PYTEST_ADDOPTS)" >&2; exit 2; }
   junit=$(mktemp); t0=$(date +%s); rc=0
-  "$PY" -m pytest --junitxml="$junit" || rc=$?
-  "$PY" -m spinlib.runtimes tests "$junit" $(( $(date +%s) - t0 )) "$rc" || true
+  "$PY" -m pytest "${ARGS[@]}" --junitxml="$junit" || rc=$?
+  "$PY" -m spinlib.runtimes tests "$junit" $(( $(date +%s) - t0 )) "$rc" "$TIER" || true
   rm -f "$junit"; exit $rc
 fi
 # notebooks: matplotlib's inline backend (the kernel's default), so every figure is in the executed notebook

@@ -3,8 +3,9 @@
 ``run_all.sh`` writes the wall time of every notebook it ran to ``<results>/timings/notebooks.json``
 (merged with earlier runs of other notebooks, each entry with the commit, whether the results
 cache was empty at the start of the run and whether ``--recompute`` was given), and
-``run_all.sh test`` writes the count and wall time of the whole suite to
-``results/timings/test_suite.json``. :func:`readme_block` renders both as the README's run-time
+``run_all.sh test --record [--all]`` writes the count and wall time of one test tier (``default``:
+everything not marked slow; ``all``: every tier) to ``results/timings/test_suite.json``. A plain
+``run_all.sh test`` records nothing, so a test run changes no tracked file. :func:`readme_block` renders both as the README's run-time
 table, between ``<!-- runtimes:begin -->`` and ``<!-- runtimes:end -->``::
 
     python -m spinlib.runtimes readme    # regenerate the README block
@@ -60,10 +61,19 @@ def record_notebooks(path: Path, smoke: bool, recompute: bool, cache: str, walls
     return Path(path)
 
 
-def record_tests(junit: Path, wall_s: int, exit_code: int, out: Path | None = None) -> Path:
-    """The whole test suite's counts (from pytest's JUnit XML) and wall time, to ``results/timings/test_suite.json``."""
+TIERS = ("default", "all")
+
+
+def record_tests(junit: Path, wall_s: int, exit_code: int, tier: str = "default", out: Path | None = None) -> Path:
+    """One test tier's counts (from pytest's JUnit XML) and wall time, merged into ``results/timings/test_suite.json``.
+
+    The file maps each tier (``default``: the README's test command; ``all``: every tier, slow
+    included) to ``{tests, passed, failures, errors, skipped, wall_s, exit_code, commit}``.
+    """
     from .paths import ROOT
 
+    if tier not in TIERS:
+        raise ValidationError(f"tier must be one of {', '.join(TIERS)}, got {tier!r}")
     out = Path(out or ROOT / "results" / "timings" / "test_suite.json")
     try:
         root = ET.parse(junit).getroot()
@@ -73,7 +83,10 @@ def record_tests(junit: Path, wall_s: int, exit_code: int, out: Path | None = No
     count = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
     rec = {**count, "passed": count["tests"] - count["failures"] - count["errors"] - count["skipped"],
            "wall_s": int(wall_s), "exit_code": int(exit_code), "commit": _commit()}
-    atomic_write_text(out, json.dumps(rec, indent=1, sort_keys=True) + "\n")
+    tiers = _load(out).get("tiers", {}) if out.exists() else {}
+    tiers = {t: r for t, r in tiers.items() if t in TIERS}
+    tiers[tier] = rec
+    atomic_write_text(out, json.dumps({"tiers": tiers}, indent=1, sort_keys=True) + "\n")
     return out
 
 
@@ -93,10 +106,14 @@ def readme_block(notebooks_json: Path, tests_json: Path) -> str:
         lines.append(f"| `{n}` | {_duration(e['wall_s'])} | {cache} | `{(e.get('commit') or '?')[:7]}` |")
     if full:
         lines.append(f"| all | {_duration(sum(e['wall_s'] for e in full.values()))} | | |")
-    t = _load(tests_json)
-    if t:
+    tiers = _load(tests_json).get("tiers", {})
+    commands = {"default": "`bash run_all.sh test` (default tier)", "all": "`bash run_all.sh test --all` (every tier)"}
+    for tier in TIERS:
+        t = tiers.get(tier)
+        if not t:
+            continue
         lines.append("")
-        lines.append(f"`bash run_all.sh test`, last run: {t['tests']} tests ({t['passed']} passed, {t['failures']} "
+        lines.append(f"{commands[tier]}, last run: {t['tests']} tests ({t['passed']} passed, {t['failures']} "
                      f"failed, {t['errors']} errors, {t['skipped']} skipped) in {_duration(t['wall_s'])} "
                      f"(commit `{(t.get('commit') or '?')[:7]}`).")
     return "\n".join(lines) + "\n"
@@ -116,15 +133,15 @@ def main(argv=None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     usage = ("usage: python -m spinlib.runtimes notebooks OUT.json SMOKE RECOMPUTE CACHE [NAME SECONDS]... | "
-             "tests JUNIT.xml SECONDS EXIT_CODE | readme | check")
+             "tests JUNIT.xml SECONDS EXIT_CODE [default|all] | readme | check")
     try:
         if argv[:1] == ["notebooks"] and len(argv) >= 5 and len(argv) % 2 == 1:
             pairs = argv[5:]
             walls = {pairs[i]: int(pairs[i + 1]) for i in range(0, len(pairs), 2)}
             record_notebooks(Path(argv[1]), argv[2] == "True", argv[3] == "True", argv[4], walls)
             return 0
-        if argv[:1] == ["tests"] and len(argv) == 4:
-            print("test suite record:", record_tests(Path(argv[1]), int(argv[2]), int(argv[3])))
+        if argv[:1] == ["tests"] and len(argv) in (4, 5):
+            print("test suite record:", record_tests(Path(argv[1]), int(argv[2]), int(argv[3]), *argv[4:]))
             return 0
         if argv in (["readme"], ["check"]):
             readme = ROOT / "README.md"

@@ -88,9 +88,34 @@ def test_every_notebook_is_listed():
     assert [p.stem for p in NOTEBOOK_FILES] == sorted(EXPECTED)
 
 
+# notebooks whose default pair is the Qwen2.5-Coder pair (1.5B target): the default tier runs them on the
+# SmolLM2 pair (same code paths, seconds to load), the slow tier on their own pair
+QWEN_PARAMETER = {"04_speculative_decoding": "PAIR", "06_uplink_vs_downlink": "PAIR",
+                  "07_testbed_validation": "REAL_PAIR"}
+FAST_PAIR = "smollm2-rtn4g16"
+
+
+def _smoke_cases():
+    for path in NOTEBOOK_FILES:
+        name = QWEN_PARAMETER.get(path.stem)
+        if name is None:
+            yield pytest.param(path, {}, id=path.stem)
+        else:
+            yield pytest.param(path, {name: FAST_PAIR}, id=f"{path.stem}-{FAST_PAIR}")
+            yield pytest.param(path, {}, id=path.stem, marks=[pytest.mark.slow, pytest.mark.real_models])
+
+
+def test_the_qwen_notebooks_take_the_pair_parameter():
+    # the fast-tier substitution only means something if the parameter exists and defaults to the Qwen pair
+    for stem, name in QWEN_PARAMETER.items():
+        nb = json.loads((NOTEBOOKS / f"{stem}.ipynb").read_text(encoding="utf-8"))
+        params = ["".join(c["source"]) for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+        assert len(params) == 1 and f'{name} = "qwen-coder"' in params[0], stem
+
+
 @pytest.mark.notebooks
-@pytest.mark.parametrize("path", NOTEBOOK_FILES, ids=lambda p: p.stem)
-def test_notebook_smoke(path, tmp_path, kernel, monkeypatch):
+@pytest.mark.parametrize(("path", "pair"), list(_smoke_cases()))
+def test_notebook_smoke(path, pair, tmp_path, kernel, monkeypatch):
     import papermill as pm
 
     monkeypatch.setenv("SPINLIB_RESULTS", str(tmp_path))
@@ -98,7 +123,7 @@ def test_notebook_smoke(path, tmp_path, kernel, monkeypatch):
     before = path.read_bytes()
     data_before = _data_state()
     out = tmp_path / path.name
-    pm.execute_notebook(str(path), str(out), parameters={"SMOKE": True}, kernel_name=kernel,
+    pm.execute_notebook(str(path), str(out), parameters={"SMOKE": True, **pair}, kernel_name=kernel,
                         cwd=str(NOTEBOOKS), progress_bar=False, execution_timeout=600)
     assert path.read_bytes() == before, "the source notebook must not be modified"
     assert _data_state() == data_before, "a smoke run must not add or change anything under data/"

@@ -147,7 +147,7 @@ def test_replay_equals_live_engine():
 
     pair = "smollm2-rtn4g16"
     if not PAIRS[pair].installed():
-        pytest.skip("packaged SmolLM2 not installed")
+        pytest.fail("packaged SmolLM2 not installed (run_all.sh installs it)")
     target, draft, tok = load_pair(pair)
     for p in load_prompts("qa", 1):
         ids = encode(tok, p["prompt"], True)

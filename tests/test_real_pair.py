@@ -164,7 +164,8 @@ def test_prompts_keep_their_template_when_cut():
         encode_intact(tok, text, True, 10)
 
 
-# ------------------------------------------------------------------ the real pair (slow tier)
+# ------------------------------------------------ the real pair: integration test (load, lossless greedy on one
+# prompt, one batched pass) in the default tier, the chi-square law in the slow tier
 PAIR = MD.REAL_PAIR
 
 
@@ -201,6 +202,7 @@ def test_greedy_is_lossless_on_the_kernel_used(qwen):
     assert 0 <= c.tau < 5.0  # the kernel's rounding noise is small on the logit scale
 
 
+@pytest.mark.slow
 @pytest.mark.real_models
 def test_first_token_law_by_chi_square_on_real_distributions(qwen):
     from spinlib.sd.lossless import chi_square_vs, first_position_laws, first_token_counts

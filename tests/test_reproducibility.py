@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from spinlib.sd.cross import vocabulary_map
 
@@ -48,6 +49,7 @@ from spinlib import random_scenario
 from spinlib.control import solve
 from spinlib.presets import random_uldl_scenario
 import numpy as np
+import pytest
 out = []
 for i in range(3):
     s = random_scenario(4, seed=i)
@@ -122,6 +124,7 @@ def test_run_all_verify_smoke_of_two_notebooks():
         assert "verify: the re-run agrees" in r.stdout and "result files byte-identical" in r.stdout
 
 
+@pytest.mark.slow
 def test_cross_tokenizer_check_is_reproducible_across_processes():
     """The cross-tokenizer pair (notebook 05) once changed between processes (a vocabulary map built in
     dict order). Now: two processes with different hash seeds give the same bytes at one thread count;
@@ -131,7 +134,7 @@ def test_cross_tokenizer_check_is_reproducible_across_processes():
     from spinlib.sd.models import is_installed
 
     if not (is_installed("smollm2-135m-instruct") and is_installed("gemma-3-270m")):
-        pytest.skip("the packaged SmolLM2 / Gemma-3-270M models are not installed (run_all.sh installs them)")
+        pytest.fail("the packaged SmolLM2 / Gemma-3-270M models are not installed (run_all.sh installs them)")
     code = """
 import json
 from spinlib.sd.cross import cross_pair_check

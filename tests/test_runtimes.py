@@ -1,5 +1,6 @@
 """Run times recorded by run_all.sh and the README's run-time table generated from them."""
 import json
+import os
 import subprocess
 import sys
 
@@ -29,15 +30,35 @@ def test_test_suite_record_from_junit(tmp_path):
     junit = tmp_path / "j.xml"
     junit.write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="10" failures="1" '
                      'errors="0" skipped="2" time="5.0"></testsuite></testsuites>')
-    out = record_tests(junit, 125, 1, tmp_path / "t.json")
-    rec = json.loads(out.read_text())
+    out = record_tests(junit, 125, 1, "default", tmp_path / "t.json")
+    rec = json.loads(out.read_text())["tiers"]["default"]
     assert (rec["tests"], rec["passed"], rec["failures"], rec["skipped"], rec["wall_s"], rec["exit_code"]) == \
         (10, 7, 1, 2, 125, 1)
     block = readme_block(tmp_path / "none.json", out)
-    assert "10 tests (7 passed, 1 failed, 0 errors, 2 skipped) in 2.1 min" in block
+    assert "`bash run_all.sh test` (default tier), last run: 10 tests (7 passed, 1 failed, 0 errors, 2 skipped) " \
+           "in 2.1 min" in block
+    assert "--all" not in block  # no record of the whole suite yet
+    record_tests(junit, 3000, 0, "all", out)  # the second tier is merged, the first kept
+    tiers = json.loads(out.read_text())["tiers"]
+    assert tiers["default"]["wall_s"] == 125 and tiers["all"]["wall_s"] == 3000
+    assert "`bash run_all.sh test --all` (every tier), last run: 10 tests" in readme_block(tmp_path / "none.json", out)
+    with pytest.raises(ValidationError, match="tier must be one of default, all"):
+        record_tests(junit, 1, 0, "fast", out)
     junit.write_text("not xml")
     with pytest.raises(ValidationError, match="JUnit"):
-        record_tests(junit, 1, 0, tmp_path / "t.json")
+        record_tests(junit, 1, 0, "default", tmp_path / "t.json")
+
+
+def test_a_plain_test_run_records_nothing(tmp_path):
+    # run_all.sh test without --record changes no tracked file: the committed record is written on request only
+    record = ROOT / "results" / "timings" / "test_suite.json"
+    before = record.read_bytes() if record.exists() else None
+    r = subprocess.run(["bash", str(ROOT / "run_all.sh"), "test", "-q", "-p", "no:cacheprovider",
+                        "tests/test_runtimes.py::test_replace_block_needs_its_markers"],
+                       capture_output=True, text=True, cwd=ROOT, env={**os.environ, "SPINLIB_RUN_LOCK_HELD": "1"})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "1 passed" in r.stdout
+    assert (record.read_bytes() if record.exists() else None) == before
 
 
 def test_replace_block_needs_its_markers():

@@ -225,7 +225,7 @@ def test_cross_tokenizer_greedy_is_lossless():
     from spinlib.sd.models import is_installed, load_target
 
     if not is_installed("gemma-3-270m"):
-        pytest.skip("gemma-3-270m not installed (the cross-tokenizer pair is optional; see run_all.sh)")
+        pytest.fail("gemma-3-270m not installed (run_all.sh installs it)")
     target, ttok = load_target("gemma-3-270m")
     draft, dtok = load_target("smollm2-135m-instruct")
     prompt = "Question: What is the boiling point of water at sea level?\n\nAnswer:"
