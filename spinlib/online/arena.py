@@ -48,28 +48,115 @@ from .registry import ControllerSpec, Env, as_spec, make_controller
 from .stopping import survival_from_accept
 from .traces import PromptTrace, run_lengths
 
-DELAY_KINDS = ("constant", "exponential", "uniform")
+IID_DELAY_KINDS = ("constant", "exponential", "uniform")
+LEVEL_DELAY_KINDS = ("piecewise", "sinusoidal", "markov")
+DELAY_KINDS = IID_DELAY_KINDS + LEVEL_DELAY_KINDS
 
 
 @dataclass(frozen=True)
 class Delay:
-    """Communication delay per round [s]: ``"constant"``, ``"exponential"`` (mean ``mean_s``) or
-    ``"uniform"`` on ``[0, 2 mean_s]``; drawn i.i.d. per round and user."""
+    """Communication delay per round [s], drawn per round and user.
+
+    I.i.d. kinds (``mean_s``, default 0.05 s): ``"constant"``, ``"exponential"`` (mean ``mean_s``) or
+    ``"uniform"`` on ``[0, 2 mean_s]``.
+
+    Kinds whose mean moves (UCB-SpecStop's delay drift and Markov-modulated channels; the delay of a
+    round is exponential around the current mean ``m_t``, ``D_t = m_t X``, ``X ~ Exp(1)``):
+
+    * ``"piecewise"``: ``m_t = levels_s[(t // period) mod n]``, the same for every user (the
+      network's delay steps between levels every ``period`` rounds);
+    * ``"sinusoidal"``: ``m_t = lo + (hi - lo) (1 - cos(2 pi t / period)) / 2`` between the two
+      levels (a slowly varying mean);
+    * ``"markov"``: one chain per user over the levels: each round it stays with probability
+      ``stay``, else moves to another level chosen uniformly; it starts from the uniform
+      (stationary) law.
+
+    For these kinds ``mean_s`` is the time average of the levels (derived; another value is refused),
+    and the *channel state* of a round (the index of the current level; for ``"sinusoidal"`` the
+    nearer of the two) is known to a controller before it drafts (``ctx.state``, ``ctx.delay_mean``).
+    """
 
     kind: str = "constant"
-    mean_s: float = 0.05
+    mean_s: float | None = None
+    levels_s: tuple = ()
+    period: int | None = None
+    stay: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in DELAY_KINDS:
             raise ValidationError(f"delay kind must be one of {DELAY_KINDS}, got {self.kind!r}")
-        check_nonnegative("mean_s", self.mean_s)
+        if self.kind in IID_DELAY_KINDS:
+            for name in ("levels_s", "period", "stay"):
+                if getattr(self, name) not in ((), None):
+                    raise ValidationError(f"delay {name} applies to the kinds {', '.join(LEVEL_DELAY_KINDS)}, "
+                                          f"not {self.kind!r}")
+            object.__setattr__(self, "mean_s", 0.05 if self.mean_s is None else self.mean_s)
+            check_nonnegative("mean_s", self.mean_s)
+            return
+        levels = tuple(self.levels_s) if isinstance(self.levels_s, (tuple, list)) else None
+        if levels is None or len(levels) < 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                        and math.isfinite(v) and v >= 0 for v in levels):
+            raise ValidationError(f"delay levels_s must be 2 or more finite delays >= 0 [s], got {self.levels_s!r}")
+        if self.kind == "sinusoidal" and len(levels) != 2:
+            raise ValidationError(f"delay levels_s of a sinusoidal delay must be (low, high), got {levels!r}")
+        object.__setattr__(self, "levels_s", tuple(float(v) for v in levels))
+        mean = float(np.mean(levels))
+        if self.mean_s is not None and not math.isclose(self.mean_s, mean, rel_tol=1e-12, abs_tol=1e-15):
+            raise ValidationError(f"delay mean_s of a {self.kind} delay is the average of levels_s ({mean:g} s), "
+                                  f"got {self.mean_s!r}")
+        object.__setattr__(self, "mean_s", mean)
+        if self.kind == "markov":
+            if self.period is not None:
+                raise ValidationError("delay period applies to the kinds piecewise and sinusoidal, not 'markov'")
+            stay = 0.98 if self.stay is None else self.stay
+            if isinstance(stay, bool) or not isinstance(stay, (int, float)) or not 0 <= stay < 1:
+                raise ValidationError(f"delay stay must be a probability in [0, 1), got {stay!r}")
+            object.__setattr__(self, "stay", float(stay))
+        else:
+            if self.stay is not None:
+                raise ValidationError(f"delay stay applies to the kind markov, not {self.kind!r}")
+            object.__setattr__(self, "period", check_int_range("period", 500 if self.period is None else self.period,
+                                                               1, 10_000_000))
+
+    @property
+    def levels(self) -> tuple:
+        """The delay means a controller can be told apart by (``(mean_s,)`` for the i.i.d. kinds) [s]."""
+        return self.levels_s if self.kind in LEVEL_DELAY_KINDS else (float(self.mean_s),)
 
     def draw(self, rounds: int, K: int, rng: np.random.Generator) -> np.ndarray:
-        if self.kind == "constant" or self.mean_s == 0:
-            return np.full((rounds, K), float(self.mean_s))
-        if self.kind == "exponential":
-            return rng.exponential(self.mean_s, (rounds, K))
-        return rng.uniform(0.0, 2 * self.mean_s, (rounds, K))
+        """Delays ``[rounds, K]`` [s]."""
+        return self.draw_with_state(rounds, K, rng)[0]
+
+    def draw_with_state(self, rounds: int, K: int, rng: np.random.Generator):
+        """``(D, m, state)``, each ``[rounds, K]``: the delays [s], their current means [s] and the
+        channel state (index into :attr:`levels`)."""
+        zeros = np.zeros((rounds, K), dtype=np.int64)
+        if self.kind in IID_DELAY_KINDS:
+            m = np.full((rounds, K), float(self.mean_s))
+            if self.kind == "constant" or self.mean_s == 0:
+                return m.copy(), m, zeros
+            if self.kind == "exponential":
+                return rng.exponential(self.mean_s, (rounds, K)), m, zeros
+            return rng.uniform(0.0, 2 * self.mean_s, (rounds, K)), m, zeros
+        lv = np.array(self.levels_s)
+        t = np.arange(rounds)[:, None]
+        if self.kind == "piecewise":
+            state = np.broadcast_to((t // self.period) % lv.size, (rounds, K)).astype(np.int64)
+            m = lv[state]
+        elif self.kind == "sinusoidal":
+            lo, hi = lv
+            m = np.broadcast_to(lo + (hi - lo) * (1 - np.cos(2 * np.pi * t / self.period)) / 2, (rounds, K)).copy()
+            state = (np.abs(m - hi) < np.abs(m - lo)).astype(np.int64)
+        else:  # markov: a jump to one of the other levels, uniformly
+            n = lv.size
+            state = np.empty((rounds, K), dtype=np.int64)
+            state[0] = rng.integers(0, n, K)
+            move = rng.random((rounds, K)) >= self.stay
+            step = rng.integers(1, n, (rounds, K))
+            for r in range(1, rounds):
+                state[r] = np.where(move[r], (state[r - 1] + step[r]) % n, state[r - 1])
+            m = lv[state]
+        return m * rng.exponential(1.0, (rounds, K)), m, state
 
 
 @dataclass(frozen=True)
@@ -196,10 +283,11 @@ class ArenaConfig:
 class _Ctx:
     """What a controller sees in round ``t`` (lazy observables of the next ``L_max`` positions)."""
 
-    __slots__ = ("t", "rate", "rate_mean", "_idx", "_top", "_ent", "_src")
+    __slots__ = ("t", "rate", "rate_mean", "state", "delay_mean", "_idx", "_top", "_ent", "_src")
 
-    def __init__(self, t, rate, rate_mean, idx, src):
+    def __init__(self, t, rate, rate_mean, idx, src, state=None, delay_mean=None):
         self.t, self.rate, self.rate_mean, self._idx, self._src = t, rate, rate_mean, idx, src
+        self.state, self.delay_mean = state, delay_mean  # the channel state at round start [K] (CSI)
         self._top = self._ent = None
 
     @property
@@ -238,6 +326,8 @@ class _Inputs:
     n: np.ndarray  # [K] its length
     offset: np.ndarray  # [K] start position
     D: np.ndarray  # [R, K]
+    D_mean: np.ndarray  # [R, K] the delay's current mean
+    state: np.ndarray  # [R, K] the channel state (index into cfg.delay.levels)
     rate: np.ndarray  # [R, K]
     rate_mean: np.ndarray  # [K]
     survival: np.ndarray  # [K, L_max + 1]
@@ -254,8 +344,8 @@ def _inputs(streams: list[Stream], cfg: ArenaConfig, rng: np.random.Generator) -
     surv = np.array([s.survival(L_max) for s in streams])[which]
     offset = rng.integers(0, lens[which])
     h = cfg.fading.draw(R, K, rng)
-    D = cfg.delay.draw(R, K, rng)
-    return _Inputs(cfg, top, ent, run, starts[which], lens[which], offset, D, cfg.rate(h),
+    D, D_mean, state = cfg.delay.draw_with_state(R, K, rng)
+    return _Inputs(cfg, top, ent, run, starts[which], lens[which], offset, D, D_mean, state, cfg.rate(h),
                    np.full(K, float(cfg.rate(1.0))), surv)
 
 
@@ -263,7 +353,7 @@ def _env(inp: _Inputs, rng: np.random.Generator) -> Env:
     c = inp.cfg
     return Env(K=c.users, L_max=c.L_max, t_d=c.t_d, t0=c.t0, t1=c.t1, mean_delay_s=c.delay.mean_s,
                bits_per_token=c.bits_per_token, energy=c.energy_model, energy_budget_j=float(c.energy_budget_j),
-               rng=rng, survival=inp.survival)
+               rng=rng, survival=inp.survival, delay_levels_s=tuple(c.delay.levels))
 
 
 def _simulate(inp: _Inputs, policy) -> dict:
@@ -285,7 +375,7 @@ def _simulate(inp: _Inputs, policy) -> dict:
             L = np.where(fixed_cost > slope, np.clip(run, 1, L_max), 1)
         else:
             idx = inp.base[:, None] + (pos[:, None] + ahead) % inp.n[:, None]
-            ctx = _Ctx(t, rate, inp.rate_mean, idx, (inp.top, inp.ent))
+            ctx = _Ctx(t, rate, inp.rate_mean, idx, (inp.top, inp.ent), inp.state[t], inp.D_mean[t])
             L_ref = np.asarray(policy.choose(ctx))
             L = np.asarray(policy.stop(ctx, L_ref))
         L = L.astype(np.int64)
@@ -451,5 +541,5 @@ def run_arena(controllers, streams: list[Stream], config: ArenaConfig, *, seed: 
                        {k: np.array(v) for k, v in lengths.items()} if keep_lengths else {})
 
 
-__all__ = ["DELAY_KINDS", "Delay", "Stream", "ArenaConfig", "Outcome", "ArenaResult", "run_arena", "energy_queue",
+__all__ = ["DELAY_KINDS", "IID_DELAY_KINDS", "LEVEL_DELAY_KINDS", "Delay", "Stream", "ArenaConfig", "Outcome", "ArenaResult", "run_arena", "energy_queue",
            "mean_ci"]

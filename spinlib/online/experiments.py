@@ -79,7 +79,66 @@ def log_growth_study(pairs, D_values_s, L_cap: int = 400) -> dict:
 def _curve_stats(curves: np.ndarray, points) -> dict:
     sub = curves[:, points]
     return {"rounds": [int(p) + 1 for p in points], "mean": sub.mean(0).tolist(),
-            "lo": np.quantile(sub, 0.025, axis=0).tolist(), "hi": np.quantile(sub, 0.975, axis=0).tolist()}
+            "lo": np.quantile(sub, 0.025, axis=0).tolist(), "hi": np.quantile(sub, 0.975, axis=0).tolist(),
+            "seeds": sub.tolist()}
+
+
+def regret_exponent(rounds, curves, *, start_fraction: float = 1 / 32, n_boot: int = 400, seed: int = 0,
+                    confidence: float = 0.95) -> dict:
+    """The growth of a regret curve: ``R(t) = a + b t^p`` fitted over ``t >= start_fraction * T``.
+
+    Logarithmic growth is the limit ``p -> 0`` of this family (``(t^p - 1) / p -> ln t``), a linear
+    regret is ``p = 1``. The exponent ``p`` is fitted (least squares, ``scipy.optimize.curve_fit``)
+    to the mean curve over seeds and to ``n_boot`` bootstrap resamples of the seeds; the growth is
+    *consistent with logarithmic* when the percentile interval of ``p`` reaches down to 0.1 or below
+    (a power law ``t^0.1`` grows by 7 % per doubling), and a *power law* otherwise.
+
+    Parameters
+    ----------
+    rounds : array_like [P]
+        Round indices of the curve points (increasing, >= 1).
+    curves : array_like [seeds, P]
+        Regret [s] at those rounds, one row per seed (at least 2 seeds).
+
+    Returns
+    -------
+    dict
+        ``p`` (mean curve), ``p_lo``, ``p_hi`` (interval), ``points`` used, ``log_consistent``
+        (``p_lo <= 0.1``), ``per_doubling`` (the fitted growth factor ``2^p``).
+    """
+    from scipy.optimize import curve_fit
+
+    t = np.asarray(rounds, float)
+    Y = np.asarray(curves, float)
+    if t.ndim != 1 or Y.ndim != 2 or Y.shape[1] != t.size or Y.shape[0] < 2 or not np.all(np.diff(t) > 0):
+        raise ValidationError("rounds must be increasing [P] and curves [seeds >= 2, P]")
+    keep = t >= start_fraction * t[-1]
+    if keep.sum() < 4:
+        raise ValidationError("the regret exponent needs at least 4 curve points in its window")
+    t, Y = t[keep], Y[:, keep]
+    x = t / t[-1]  # scaled time: the fit is well conditioned
+
+    def fit(y):
+        f = lambda x, a, b, p: a + b * x ** p  # noqa: E731
+        best = None
+        for p0 in (0.05, 0.5, 1.0):
+            try:
+                (a, b, p), _ = curve_fit(f, x, y, p0=(y[0], y[-1] - y[0], p0), bounds=([-np.inf, -np.inf, 1e-4], [np.inf, np.inf, 3.0]),
+                                         maxfev=20000)
+            except (RuntimeError, ValueError):
+                continue
+            rss = float(np.sum((f(x, a, b, p) - y) ** 2))
+            if best is None or rss < best[0]:
+                best = (rss, float(p))
+        return best[1] if best else float("nan")
+
+    p_mean = fit(Y.mean(0))
+    rng = np.random.default_rng(seed)
+    boots = np.array([fit(Y[rng.integers(0, Y.shape[0], Y.shape[0])].mean(0)) for _ in range(n_boot)])
+    boots = boots[np.isfinite(boots)]
+    lo, hi = (np.quantile(boots, [(1 - confidence) / 2, (1 + confidence) / 2]) if boots.size else (np.nan, np.nan))
+    return {"p": p_mean, "p_lo": float(lo), "p_hi": float(hi), "points": int(t.size),
+            "log_consistent": bool(lo <= 0.1), "per_doubling": float(2 ** p_mean)}
 
 
 def regret_study(pair: str, controllers, *, rounds: int, users: int, n_seeds: int, seed: int, delay_kind: str,
@@ -96,6 +155,92 @@ def regret_study(pair: str, controllers, *, rounds: int, users: int, n_seeds: in
             "regret_fixed": {lab: _curve_stats(res.regret_fixed[lab], points) for lab in res.labels},
             "regret_clairvoyant": {lab: _curve_stats(res.regret_clairvoyant[lab], points) for lab in res.labels},
             "best_fixed_L": res.best_fixed_L}
+
+
+def _per_seed(rows, label: str, metric: str = "tokens_per_s") -> np.ndarray:
+    return np.array([r[metric] for r in rows if r["controller"] == label])
+
+
+def _best_label(res, labels) -> str:
+    summ = res.summary()
+    return max(labels, key=lambda lab: float(summ.loc[lab, "tokens_per_s"]))
+
+
+def drift_study(pair: str, *, levels_s, period: int, h_grid, rounds: int, users: int, n_seeds: int, seed: int,
+                L_max: int = 8, gamma: float = 0.995, c_extra: float = 1.0) -> dict:
+    """UCB-SpecStop against statically tuned rules under a drifting delay (piecewise means).
+
+    The *static tuning* the paper compares with: the best fixed length and SpecDec++'s best threshold
+    ``h`` (over ``h_grid``), tuned offline with an exponential delay at the first level
+    ``levels_s[0]``; then every rule runs under the drift (``Delay("piecewise", levels_s, period)``).
+    The offline oracle is the best fixed length in hindsight on the drift run (per user); SpecDec++'s
+    best threshold in hindsight on the drift run is reported beside its statically tuned one.
+
+    UCB-SpecStop runs with ``c = 1``, with ``c = c_extra`` and discounted (``gamma``).
+
+    Returns per-seed throughputs [tokens/s] of every controller (``rows``), the tuned ``L0``/``h0``
+    and the hindsight ``h`` (``h_hindsight``); ``small_label`` and ``gamma_label`` name the runs
+    with ``c_extra`` and with the discount.
+    """
+    tim = pair_timings(pair)
+    streams = pair_streams(pair)
+    common = dict(rounds=rounds, users=users, L_max=L_max, **tim)
+    fixed = [cspec("fixed", L=L) for L in range(1, L_max + 1)]
+    spd = [cspec("specdec++", h=float(h)) for h in h_grid]
+    tune = run_arena(fixed + spd, streams, ArenaConfig(delay=Delay("exponential", float(levels_s[0])), **common),
+                     seed=seed, n_seeds=n_seeds, oracles=False)
+    L0 = int(_best_label(tune, [f.title for f in fixed]).split("=")[1])
+    h0 = float(_best_label(tune, [x.title for x in spd]).split("=")[1])
+    drift = Delay("piecewise", levels_s=tuple(float(v) for v in levels_s), period=period)
+    specs = [cspec("fixed", L=L0, label="fixed (tuned offline)"), cspec("specdec++", h=h0, label="SpecDec++ (tuned offline)"),
+             cspec("ucb-specstop"), cspec("ucb-specstop", gamma=gamma)] + [x for x in spd if x.kwargs["h"] != h0]
+    small = cspec("ucb-specstop", c=float(c_extra))
+    if c_extra != 1:
+        specs.insert(3, small)
+    res = run_arena(specs, streams, ArenaConfig(delay=drift, **common), seed=seed, n_seeds=n_seeds)
+    spd_labels = ["SpecDec++ (tuned offline)"] + [x.title for x in spd if x.kwargs["h"] != h0]
+    best_h_label = _best_label(res, spd_labels)
+    h_hind = h0 if best_h_label == "SpecDec++ (tuned offline)" else float(best_h_label.split("=")[1])
+    return {"timings": tim, "levels_s": [float(v) for v in levels_s], "period": int(period), "L0": L0, "h0": h0,
+            "h_hindsight": h_hind, "h_hindsight_label": best_h_label, "gamma": float(gamma),
+            "small_label": small.title if c_extra != 1 else "ucb-specstop",
+            "gamma_label": cspec("ucb-specstop", gamma=gamma).title, "labels": res.labels,
+            "rows": res.rows, "tuning_rows": tune.rows}
+
+
+def comm_dominated_study(pair: str, *, delays_s, rounds: int, users: int, n_seeds: int, seed: int,
+                         L_max: int = 8, controllers=("ucb-specstop",)) -> dict:
+    """The learners' gap to the offline oracle (best fixed length in hindsight, per user) for long
+    exponential delays; per delay the per-seed rows of the arena (``controllers``: distinct specs)."""
+    tim = pair_timings(pair)
+    streams = pair_streams(pair)
+    out = {"timings": tim, "delays_s": [float(d) for d in delays_s], "runs": {}}
+    for D in delays_s:
+        res = run_arena(list(dict.fromkeys(controllers)), streams,
+                        ArenaConfig(rounds=rounds, users=users, L_max=L_max, delay=Delay("exponential", float(D)), **tim),
+                        seed=seed, n_seeds=n_seeds)
+        out["runs"][str(float(D))] = res.rows
+    return out
+
+
+def context_study(pair: str, *, levels_s, stay: float, bits_per_token: float, bandwidth_hz: float, snr_db: float,
+                  rounds: int, users: int, n_seeds: int, seed: int, L_max: int = 8, c: float = 1.0) -> dict:
+    """A Markov-modulated channel: the delay's mean switches between ``levels_s`` (a Markov chain per
+    user) and the uplink fades (Gilbert-Elliott, :class:`spinlib.emulator.Fading` ``"markov"``), the
+    draft's top-k distribution uploaded per token. UCB-SpecStop with and without channel-state
+    information, and the known-statistics rule with the mean costs and with the state-dependent
+    threshold (UCB's bonus weight ``c``; the first two labels are the learners). Per-seed rows of the arena."""
+    from ..emulator.fading import Fading
+
+    tim = pair_timings(pair)
+    cfg = ArenaConfig(rounds=rounds, users=users, L_max=L_max, fading=Fading("markov"),
+                      delay=Delay("markov", levels_s=tuple(float(v) for v in levels_s), stay=stay),
+                      bits_per_token=bits_per_token, bandwidth_hz=bandwidth_hz, snr_db=snr_db, **tim)
+    ucb = [cspec("ucb-specstop", c=float(c)), cspec("ucb-specstop-csi", c=float(c))] if c != 1 else \
+        ["ucb-specstop", "ucb-specstop-csi"]
+    res = run_arena(ucb + ["specstop-known", "specstop-known:csi=state"],
+                    pair_streams(pair), cfg, seed=seed, n_seeds=n_seeds)
+    return {"timings": tim, "labels": res.labels, "rows": res.rows}
 
 
 def best_feasible_mixture(N, T, E, budget: float) -> tuple[float, tuple]:
@@ -203,4 +348,4 @@ def gelato_study(pair: str, *, V_values, budget_fractions, V_front: float, eta: 
 
 
 __all__ = ["pair_timings", "pair_streams", "pooled_survival", "critical_delay_study", "log_growth_study",
-           "regret_study", "best_feasible_mixture", "fit_inverse_v", "gelato_study"]
+           "regret_study", "regret_exponent", "drift_study", "comm_dominated_study", "context_study", "best_feasible_mixture", "fit_inverse_v", "gelato_study"]

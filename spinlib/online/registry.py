@@ -20,7 +20,7 @@ your own file or notebook, without touching ``spinlib``::
     run_arena(["always-two", "ucb-specstop"], streams, config)
 
 The round (:mod:`spinlib.online.arena`): ``choose(ctx) -> L_ref [K]`` before drafting (``ctx`` holds
-the round index and the current uplink rate), ``stop(ctx, L_ref) -> L [K]`` while drafting (the
+the round index, the current uplink rate and the channel state: ``ctx.state`` and ``ctx.delay_mean``), ``stop(ctx, L_ref) -> L [K]`` while drafting (the
 draft's per-position confidence and entropy, ``ctx.top_prob`` and ``ctx.entropy`` ``[K, L_max]``,
 may end the round early), then ``update(out)`` with what the round realised (``out.L``,
 ``out.A``, ``out.N``, ``out.T``, ``out.E``, ``out.D``, ``out.rate``, all ``[K]``).
@@ -63,6 +63,9 @@ class Env:
         The controller's own generator (spawned from the arena's one).
     survival : float array [K, L_max + 1] or None
         The streams' true prefix survival ``S_k(i)`` (for oracle controllers only).
+    delay_levels_s : tuple of float
+        The delay means the channel state indexes (``ctx.state``, :class:`spinlib.online.Delay`);
+        one entry when the delay's law does not move.
     """
 
     K: int
@@ -76,6 +79,7 @@ class Env:
     energy_budget_j: float
     rng: np.random.Generator
     survival: np.ndarray | None = None
+    delay_levels_s: tuple = ()
 
 
 class Controller:
