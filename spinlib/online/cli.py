@@ -57,13 +57,43 @@ def add_arena_parser(subparsers):
     p.add_argument("--t-d-ms", type=float, default=20.0, help="draft time per token [ms]")
     p.add_argument("--t0-ms", type=float, default=30.0, help="verification fixed time [ms]")
     p.add_argument("--t1-ms", type=float, default=2.0, help="verification time per position [ms]")
-    p.add_argument("--delay", default="constant", help="constant, exponential or uniform")
-    p.add_argument("--delay-ms", type=float, default=50.0, help="mean delay per round [ms]")
+    p.add_argument("--delay", default="constant",
+                   help="constant, exponential, uniform (i.i.d., mean --delay-ms) or piecewise, sinusoidal, markov "
+                        "(the mean moves between --delay-levels-ms)")
+    p.add_argument("--delay-ms", type=float, default=None, help="mean delay per round of the i.i.d. kinds [ms] "
+                   "(default 50; for the moving kinds the average of the levels)")
+    p.add_argument("--delay-levels-ms", default=None, help="comma-separated delay means of piecewise, sinusoidal "
+                   "(two: low,high) and markov [ms]")
+    p.add_argument("--delay-period", type=int, default=None, help="rounds per level (piecewise) or per cycle "
+                   "(sinusoidal), default 500")
+    p.add_argument("--delay-stay", type=float, default=None, help="markov: probability of staying at a level per "
+                                                                   "round (default 0.98)")
     p.add_argument("--fading", default="static", help="static, rayleigh or markov")
     p.add_argument("--energy-budget", type=float, default=float("inf"), help="average energy per round [J]")
+    p.add_argument("--plugin", action="append", metavar="FILE.py",
+                   help="a Python file that registers controllers (also $SPINLIB_PLUGINS)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.set_defaults(func=cmd_arena)
     return p
+
+
+def _delay(args):
+    """The arena's :class:`Delay` from the command line (every combination checked by ``Delay`` itself)."""
+    from ..scenario import ValidationError
+    from .arena import Delay, IID_DELAY_KINDS
+
+    levels = ()
+    if args.delay_levels_ms is not None:
+        try:
+            levels = tuple(float(v) / 1e3 for v in args.delay_levels_ms.split(","))
+        except ValueError:
+            raise ValidationError(f"--delay-levels-ms must be comma-separated numbers [ms], got "
+                                  f"{args.delay_levels_ms[:60]!r}") from None
+    mean = args.delay_ms
+    if mean is None and args.delay in IID_DELAY_KINDS:
+        mean = 50.0
+    return Delay(args.delay, None if mean is None else mean / 1e3, levels_s=levels, period=args.delay_period,
+                 stay=args.delay_stay)
 
 
 def _specs(text: str):
@@ -103,14 +133,19 @@ def cmd_arena(args) -> int:
     from .arena import ArenaConfig, Delay, Stream, run_arena
     from .registry import REGISTRY
 
+    from ..control.registry import load_env_plugins, load_plugin
+
     try:
+        for path in args.plugin or ():
+            load_plugin(path)
+        load_env_plugins()
         if args.list_controllers:
             print("\n".join(REGISTRY.listing(16)))
             return 0
         check_int_range("--seeds", args.seeds, 1, 1000)  # a run's size is bounded: rounds x users x seeds
         specs = _specs(args.controllers)
         cfg = ArenaConfig(rounds=args.rounds, users=args.users, L_max=args.L_max, t_d=args.t_d_ms / 1e3,
-                          t0=args.t0_ms / 1e3, t1=args.t1_ms / 1e3, delay=Delay(args.delay, args.delay_ms / 1e3),
+                          t0=args.t0_ms / 1e3, t1=args.t1_ms / 1e3, delay=_delay(args),
                           fading=Fading(args.fading), energy_budget_j=args.energy_budget)
         if args.synthetic_alpha is not None:
             streams = [Stream.synthetic(args.synthetic_alpha, 20_000, np.random.default_rng(args.seed))]
@@ -134,7 +169,8 @@ def cmd_arena(args) -> int:
                                            for m in METRICS}})
     if args.json:
         doc = {"inputs": source, "rounds": cfg.rounds, "users": cfg.users, "seeds": args.seeds, "seed": args.seed,
-               "delay": {"kind": cfg.delay.kind, "mean_s": cfg.delay.mean_s}, "fading": cfg.fading.model,
+               "delay": {"kind": cfg.delay.kind, "mean_s": cfg.delay.mean_s, "levels_s": list(cfg.delay.levels_s),
+                         "period": cfg.delay.period, "stay": cfg.delay.stay}, "fading": cfg.fading.model,
                "controllers": rows}
         if args.seeds < 3:
             doc["ci95_note"] = "no interval: fewer than 3 seeds"

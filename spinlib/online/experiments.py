@@ -88,10 +88,12 @@ def regret_exponent(rounds, curves, *, start_fraction: float = 1 / 32, n_boot: i
     """The growth of a regret curve: ``R(t) = a + b t^p`` fitted over ``t >= start_fraction * T``.
 
     Logarithmic growth is the limit ``p -> 0`` of this family (``(t^p - 1) / p -> ln t``), a linear
-    regret is ``p = 1``. The exponent ``p`` is fitted (least squares, ``scipy.optimize.curve_fit``)
-    to the mean curve over seeds and to ``n_boot`` bootstrap resamples of the seeds; the growth is
-    *consistent with logarithmic* when the percentile interval of ``p`` reaches down to 0.1 or below
-    (a power law ``t^0.1`` grows by 7 % per doubling), and a *power law* otherwise.
+    regret is ``p = 1``. For a given ``p`` the model is linear in ``(a, b)``, so the least-squares
+    ``p`` minimises the profiled residual (variable projection): a grid over ``(0, 3]`` refined by
+    a bounded scalar search (``scipy.optimize.minimize_scalar``). ``p`` is fitted to the mean curve
+    over seeds and to ``n_boot`` bootstrap resamples of the seeds; the growth is *consistent with
+    logarithmic* when the percentile interval of ``p`` reaches down to 0.1 or below (a power law
+    ``t^0.1`` grows by 7 % per doubling), and a *power law* otherwise.
 
     Parameters
     ----------
@@ -106,55 +108,44 @@ def regret_exponent(rounds, curves, *, start_fraction: float = 1 / 32, n_boot: i
         ``p`` (mean curve), ``p_lo``, ``p_hi`` (interval), ``points`` used, ``log_consistent``
         (``p_lo <= 0.1``), ``per_doubling`` (the fitted growth factor ``2^p``).
     """
-    from scipy.optimize import curve_fit
+    from scipy.optimize import minimize_scalar
 
     t = np.asarray(rounds, float)
     Y = np.asarray(curves, float)
-    if t.ndim != 1 or Y.ndim != 2 or Y.shape[1] != t.size or Y.shape[0] < 2 or not np.all(np.diff(t) > 0):
-        raise ValidationError("rounds must be increasing [P] and curves [seeds >= 2, P]")
+    if t.ndim != 1 or Y.ndim != 2 or Y.shape[1] != t.size or Y.shape[0] < 2 or not np.all(np.diff(t) > 0) \
+            or not np.all(np.isfinite(Y)) or t[0] < 1:
+        raise ValidationError("rounds must be increasing [P], >= 1, and curves finite [seeds >= 2, P]")
     keep = t >= start_fraction * t[-1]
     if keep.sum() < 4:
         raise ValidationError("the regret exponent needs at least 4 curve points in its window")
-    t, Y = t[keep], Y[:, keep]
-    x = t / t[-1]  # scaled time: the fit is well conditioned
+    x = t[keep] / t[keep][-1]  # scaled time: the fit is well conditioned
+    Y = Y[:, keep]
+    grid = np.linspace(1e-3, 3.0, 300)
+    Xg = x[None, :] ** grid[:, None]  # [G, P]
+    Xc = Xg - Xg.mean(1, keepdims=True)
+    sxx = (Xc ** 2).sum(1)
+
+    def rss_grid(y):
+        yc = y - y.mean()
+        return (yc @ yc) - (Xc @ yc) ** 2 / sxx  # residual of the best (a, b) at each p
+
+    def rss(p, y):
+        xp = x ** p
+        xc, yc = xp - xp.mean(), y - y.mean()
+        return float(yc @ yc - (xc @ yc) ** 2 / (xc @ xc))
 
     def fit(y):
-        f = lambda x, a, b, p: a + b * x ** p  # noqa: E731
-        best = None
-        for p0 in (0.05, 0.5, 1.0):
-            try:
-                (a, b, p), _ = curve_fit(f, x, y, p0=(y[0], y[-1] - y[0], p0), bounds=([-np.inf, -np.inf, 1e-4], [np.inf, np.inf, 3.0]),
-                                         maxfev=20000)
-            except (RuntimeError, ValueError):
-                continue
-            rss = float(np.sum((f(x, a, b, p) - y) ** 2))
-            if best is None or rss < best[0]:
-                best = (rss, float(p))
-        return best[1] if best else float("nan")
+        i = int(np.argmin(rss_grid(y)))
+        lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
+        return float(minimize_scalar(rss, bounds=(lo, hi), args=(y,), method="bounded",
+                                     options={"xatol": 1e-5}).x)
 
     p_mean = fit(Y.mean(0))
     rng = np.random.default_rng(seed)
     boots = np.array([fit(Y[rng.integers(0, Y.shape[0], Y.shape[0])].mean(0)) for _ in range(n_boot)])
-    boots = boots[np.isfinite(boots)]
-    lo, hi = (np.quantile(boots, [(1 - confidence) / 2, (1 + confidence) / 2]) if boots.size else (np.nan, np.nan))
-    return {"p": p_mean, "p_lo": float(lo), "p_hi": float(hi), "points": int(t.size),
+    lo, hi = np.quantile(boots, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return {"p": p_mean, "p_lo": float(lo), "p_hi": float(hi), "points": int(x.size),
             "log_consistent": bool(lo <= 0.1), "per_doubling": float(2 ** p_mean)}
-
-
-def regret_study(pair: str, controllers, *, rounds: int, users: int, n_seeds: int, seed: int, delay_kind: str,
-                 delay_s: float, L_max: int = 8) -> dict:
-    """The learners and the field's rules on the pair's traces with a random delay: per controller the
-    mean (and 95 % bootstrap interval over seeds) of every arena metric, and regret curves."""
-    tim = pair_timings(pair)
-    cfg = ArenaConfig(rounds=rounds, users=users, L_max=L_max, delay=Delay(delay_kind, delay_s), **tim)
-    res = run_arena(controllers, pair_streams(pair), cfg, seed=seed, n_seeds=n_seeds)
-    points = np.unique(np.geomspace(1, rounds, 40).astype(int) - 1)
-    summ = res.summary()
-    return {"timings": tim, "labels": res.labels, "rows": res.rows,
-            "summary": {lab: summ.loc[lab].to_dict() for lab in res.labels},
-            "regret_fixed": {lab: _curve_stats(res.regret_fixed[lab], points) for lab in res.labels},
-            "regret_clairvoyant": {lab: _curve_stats(res.regret_clairvoyant[lab], points) for lab in res.labels},
-            "best_fixed_L": res.best_fixed_L}
 
 
 def _per_seed(rows, label: str, metric: str = "tokens_per_s") -> np.ndarray:

@@ -151,10 +151,12 @@ def read_traces(path) -> dict[int, dict]:
     record is refused with one line naming the file, the line and the field. An empty file or a
     file without records is refused too (an empty trace cannot be replayed).
     """
+    from ..scenario import read_text_checked
+
     path = Path(path)
     if not path.is_file():
         raise ValidationError(f"trace file {str(path)!r} does not exist")
-    lines = path.read_text(encoding="utf-8", errors="strict").splitlines()
+    lines = read_text_checked(path, "trace").splitlines()
     done = {}
     for i, line in enumerate(lines, 1):
         try:
@@ -180,31 +182,44 @@ def verified_traces(path) -> list[PromptTrace]:
     """The traces of a *committed* file, checked against its provenance record before use.
 
     ``<task>-<key>.jsonl`` must have ``<task>-<key>.provenance.json`` beside it (written only once a
-    recording completed), whose configuration hashes to ``key`` and names this task and the pair of
+    recording completed), which matches its own sha256 (``record_sha256``) and the sha256 of the
+    trace file (``sha256``), whose configuration hashes to ``key`` and names this task and the pair of
     the folder; the file holds exactly the prompts the record lists (no torn line, no repeated or
     foreign prompt) and no prompt is longer than the configured number of new tokens. Any mismatch
     is one :class:`ValidationError` line naming the file and what differs.
     """
     from ..cache import config_key
 
+    from ..cache import sha256_file, value_digest
+    from ..scenario import read_text_checked
+
     path = Path(path)
     task, key = task_of(path), path.stem.rpartition("-")[2]
     prov_path = path.with_name(f"{path.stem}.provenance.json")
-    if not prov_path.is_file():
+    if not prov_path.is_file() or prov_path.is_symlink():
         raise ValidationError(f"trace file {str(path)!r} has no provenance record {prov_path.name!r} (an "
                               "interrupted or foreign recording: record it again with record_traces)")
-    prov = _strict_json(prov_path.read_text(encoding="utf-8"), prov_path)
+    prov = _strict_json(read_text_checked(prov_path, "trace provenance"), prov_path)
     cfg = prov.get("config") if isinstance(prov, dict) else None
     ids = prov.get("question_ids") if isinstance(prov, dict) else None
     if not isinstance(cfg, dict) or not isinstance(ids, list):
         raise ValidationError(f"{prov_path}: 'config' (an object) and 'question_ids' (a list) are required")
+    # content-addressed: the record hashes itself and the trace file it describes
+    body = {k: v for k, v in prov.items() if k != "record_sha256"}
+    if prov.get("record_sha256") != value_digest(body):
+        raise ValidationError(f"{prov_path}: the record does not match its own sha256 (edited, or written by an "
+                              "older version: record the traces again with record_traces)")
+    text = read_text_checked(path, "trace")
+    if path.is_symlink() or prov.get("sha256") != sha256_file(path):
+        raise ValidationError(f"{path}: its content does not match the sha256 in {prov_path.name} (edited, torn or "
+                              "replaced after the recording)")
     pair = path.parent.name
     for field, have, want in (("pair", prov.get("pair"), pair), ("config.pair", cfg.get("pair"), pair),
                               ("config.task", cfg.get("task"), task), ("config hash", config_key(cfg, 12), key)):
         if have != want:
             raise ValidationError(f"{prov_path}: {field} is {have!r}, but the file {path.name!r} in folder "
                                   f"{pair!r} needs {want!r}")
-    lines = path.read_text(encoding="utf-8", errors="strict").splitlines()
+    lines = text.splitlines()
     recs = {}
     for i, line in enumerate(lines, 1):
         r = _strict_json(line, f"{path}:{i}")
@@ -379,7 +394,7 @@ def record_traces(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: 
             if progress:
                 print(f"{pair_name}/{task}: prompt {p['question_id']} ({len(rec['tokens'])} tokens)", flush=True)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-    atomic_write_text(prov, json.dumps({
+    atomic_write_text(prov, provenance_text({
         "config": cfg, "pair": pair_name, "target": pair.target, "draft": pair.draft,
         "target_package": spec.install, "draft_recipe": pair.draft_recipe if pair.draft_model else
         f"round-to-nearest {pair.draft_bits}-bit, groups of {pair.group_size} (spinlib.sd.models.quantize_rtn_)",
@@ -394,10 +409,22 @@ def record_traces(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: 
         "fields": {"accept": "greedy teacher-forced outcome 1[argmax q = argmax p]",
                    "top_prob": "max_x q(x), T = 1", "entropy": "H(q) [nat], T = 1",
                    "accept_prob": "min(1, p(x)/q(x)) for x = argmax q, T = 1",
-                   "tokens": "the target's greedy output"}}, indent=1) + "\n")
+                   "tokens": "the target's greedy output"}}, raw))
     return raw
 
 
+def provenance_text(record: dict, trace_path) -> str:
+    """A trace provenance record as written: ``record`` with the sha256 of the trace file (``sha256``)
+    and of the record itself (``record_sha256``, over every other field), checked by
+    :func:`verified_traces`."""
+    from ..cache import sha256_file, value_digest
+
+    body = {k: v for k, v in record.items() if k not in ("sha256", "record_sha256")}
+    body["sha256"] = sha256_file(trace_path)
+    body = json.loads(json.dumps(body))
+    return json.dumps({**body, "record_sha256": value_digest(body)}, indent=1) + "\n"
+
+
 __all__ = ["TRACE_VERSION", "PromptTrace", "run_lengths", "replay_prompt", "check_trace_record", "to_prompt_trace",
-           "read_traces", "load_traces", "verified_traces", "trace_files", "load_pair_traces", "trace_summary", "trace_record",
+           "read_traces", "load_traces", "verified_traces", "provenance_text", "trace_files", "load_pair_traces", "trace_summary", "trace_record",
            "record_traces", "traces_dir"]

@@ -263,9 +263,9 @@ def read_records(path) -> dict:
     """
     import json
 
-    from ..scenario import loads_json
+    from ..scenario import loads_json, read_text_checked
 
-    lines = path.read_text(encoding="utf-8", errors="strict").splitlines()
+    lines = read_text_checked(path, "measurement").splitlines()  # unreadable, a link's target gone, not UTF-8: one line
     done = {}
     for i, line in enumerate(lines, 1):
         try:
