@@ -148,6 +148,24 @@ def regret_exponent(rounds, curves, *, start_fraction: float = 1 / 32, n_boot: i
             "log_consistent": bool(lo <= 0.1), "per_doubling": float(2 ** p_mean)}
 
 
+def regret_study(pair: str, controllers, *, rounds: int, users: int, n_seeds: int, seed: int, delay_kind: str,
+                 delay_s: float, L_max: int = 8) -> dict:
+    """The learners and the field's rules on the pair's traces with a random delay: per controller the
+    mean (and 95 % bootstrap interval over seeds) of every arena metric, and regret curves."""
+    tim = pair_timings(pair)
+    cfg = ArenaConfig(rounds=rounds, users=users, L_max=L_max, delay=Delay(delay_kind, delay_s), **tim)
+    res = run_arena(controllers, pair_streams(pair), cfg, seed=seed, n_seeds=n_seeds)
+    points = np.unique(np.geomspace(1, rounds, 40).astype(int) - 1)
+    summ = res.summary()
+    return {"timings": tim, "labels": res.labels, "rows": res.rows,
+            "summary": {lab: summ.loc[lab].to_dict() for lab in res.labels},
+            "regret_fixed": {lab: _curve_stats(res.regret_fixed[lab], points) for lab in res.labels},
+            "regret_clairvoyant": {lab: _curve_stats(res.regret_clairvoyant[lab], points) for lab in res.labels},
+            "best_fixed_L": res.best_fixed_L}
+
+
+
+
 def _per_seed(rows, label: str, metric: str = "tokens_per_s") -> np.ndarray:
     return np.array([r[metric] for r in rows if r["controller"] == label])
 
