@@ -9,8 +9,8 @@
 #                                     (claims, summaries; not timings) with the run in results/ (or
 #                                     results/smoke/); non-zero exit on a difference (spinlib.verify)
 #   bash run_all.sh test [--all] [--record] [pytest args...]
-#                                     bootstrap, then pytest: the default tier (everything not marked
-#                                     slow), or every tier with --all; --record writes the run's counts
+#                                     bootstrap, then pytest: every tier but the slow one (plain pytest
+#                                     runs the fast tier only), or every tier with --all; --record writes the run's counts
 #                                     and wall time to results/timings/test_suite.json (the README's
 #                                     figure); without it a test run changes no tracked file
 #
@@ -97,10 +97,11 @@ if [[ $MODE == test ]]; then
       *) ARGS+=("$a") ;;
     esac
   done
-  # pyproject's addopts deselect the slow tier; an empty -m selects every tier
-  [[ $TIER == all ]] && ARGS=(-m "" "${ARGS[@]}")
+  # plain pytest runs the fast tier (pyproject's addopts); the test command adds every tier but the slow one,
+  # --all adds that too (an empty -m selects every test); a -m among the user's arguments comes later and wins
+  if [[ $TIER == all ]]; then ARGS=(-m "" "${ARGS[@]}"); else ARGS=(-m "not slow" "${ARGS[@]}"); fi
   if [[ $RECORD == False ]]; then exec "$PY" -m pytest "${ARGS[@]}"; fi
-  [[ ${#ARGS[@]} -eq 0 || ( $TIER == all && ${#ARGS[@]} -eq 2 ) ]] || {
+  [[ ${#ARGS[@]} -eq 2 ]] || {
     echo "run_all.sh: --record times a whole tier; it takes no pytest arguments (use PYTEST_ADDOPTS)" >&2; exit 2; }
   junit=$(mktemp); t0=$(date +%s); rc=0
   "$PY" -m pytest "${ARGS[@]}" --junitxml="$junit" || rc=$?
@@ -219,7 +220,6 @@ earlier=(); [[ -f "$MARK" ]] && mapfile -t earlier < <(grep '^notebooks/' "$MARK
 mv -f "$MARK.tmp" "$MARK"
 total_start=$(date +%s)
 cache_state=empty; [[ -n "$(ls -A "$OUTDIR/cache" 2>/dev/null)" ]] && cache_state=reused
-walls=()
 for nb in "${notebooks[@]}"; do
   name=$(basename "$nb")
   start=$(date +%s)
@@ -237,11 +237,12 @@ for nb in "${notebooks[@]}"; do
   rm -f "$OUTDIR/executed/${name%.ipynb}.failed.ipynb"
   grep -vxF "$nb" "$MARK" > "$MARK.tmp" || true; mv -f "$MARK.tmp" "$MARK"
   printf '%-40s %5d s\n' "$name" $(( $(date +%s) - start ))
-  walls+=("${name%.ipynb}" $(( $(date +%s) - start )))
+  # its wall time, recorded as soon as it completes (results/timings/notebooks.json; the README's run-time
+  # table): a later notebook that fails does not lose the times of those that finished
+  "$PY" -m spinlib.runtimes notebooks "$OUTDIR/timings/notebooks.json" "$SMOKE" "$RECOMPUTE" "$cache_state" \
+    "${name%.ipynb}" $(( $(date +%s) - start ))
 done
 grep -q '^notebooks/' "$MARK" || rm -f "$MARK"  # kept while an earlier run's notebook is still unfinished
-# wall times of this run (results/timings/notebooks.json; the README's run-time table)
-"$PY" -m spinlib.runtimes notebooks "$OUTDIR/timings/notebooks.json" "$SMOKE" "$RECOMPUTE" "$cache_state" "${walls[@]}"
 "$PY" -m spinlib.claims merge
 if [[ $VERIFY == True ]]; then
   only=(); for nb in "${notebooks[@]}"; do b=$(basename "$nb"); only+=("${b:0:2}"); done

@@ -107,7 +107,7 @@ def readme_block(notebooks_json: Path, tests_json: Path) -> str:
     if full:
         lines.append(f"| all | {_duration(sum(e['wall_s'] for e in full.values()))} | | |")
     tiers = _load(tests_json).get("tiers", {})
-    commands = {"default": "`bash run_all.sh test` (default tier)", "all": "`bash run_all.sh test --all` (every tier)"}
+    commands = {"default": "`bash run_all.sh test` (every tier but slow)", "all": "`bash run_all.sh test --all` (every tier)"}
     for tier in TIERS:
         t = tiers.get(tier)
         if not t:

@@ -88,8 +88,8 @@ def test_every_notebook_is_listed():
     assert [p.stem for p in NOTEBOOK_FILES] == sorted(EXPECTED)
 
 
-# notebooks whose default pair is the Qwen2.5-Coder pair (1.5B target): the default tier runs them on the
-# SmolLM2 pair (same code paths, seconds to load), the slow tier on their own pair
+# notebooks whose default pair is the Qwen2.5-Coder pair (1.5B target): run_all.sh test runs them on the
+# SmolLM2 pair (same code paths, seconds to load), the slow tier on their own pair (run_all.sh test --all)
 QWEN_PARAMETER = {"04_speculative_decoding": "PAIR", "06_uplink_vs_downlink": "PAIR",
                   "07_testbed_validation": "REAL_PAIR"}
 FAST_PAIR = "smollm2-rtn4g16"
@@ -150,3 +150,32 @@ def test_notebook_smoke(path, pair, tmp_path, kernel, monkeypatch):
                for c in claims), path.stem
     prov = json.loads((tmp_path / "provenance" / f"{path.stem}.json").read_text())
     assert prov["parameters"]["SMOKE"] is True and f"notebooks/{path.name}" in prov["inputs"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_FILES, ids=lambda p: p.stem)
+def test_every_name_a_notebook_imports_from_spinlib_exists(path):
+    # a fast check that a library edit did not drop a function a notebook imports (the smoke runs find it too,
+    # minutes later, in a marked tier)
+    import ast
+    import importlib
+    import importlib.util
+
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    missing = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        try:
+            tree = ast.parse("".join(cell["source"]))
+        except SyntaxError:
+            continue  # IPython syntax (magics): not ours to check here
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("spinlib"):
+                mod = importlib.import_module(node.module)
+                missing += [f"{node.module}.{a.name}" for a in node.names if not hasattr(mod, a.name)
+                            and importlib.util.find_spec(f"{node.module}.{a.name}") is None]
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.startswith("spinlib"):
+                        importlib.import_module(a.name)
+    assert not missing, f"{path.name} imports names the library does not have: {missing}"

@@ -165,7 +165,7 @@ def test_prompts_keep_their_template_when_cut():
 
 
 # ------------------------------------------------ the real pair: integration test (load, lossless greedy on one
-# prompt, one batched pass) in the default tier, the chi-square law in the slow tier
+# prompt, one batched pass) in run_all.sh test, the chi-square law in the slow tier (--all)
 PAIR = MD.REAL_PAIR
 
 

@@ -35,7 +35,7 @@ def test_test_suite_record_from_junit(tmp_path):
     assert (rec["tests"], rec["passed"], rec["failures"], rec["skipped"], rec["wall_s"], rec["exit_code"]) == \
         (10, 7, 1, 2, 125, 1)
     block = readme_block(tmp_path / "none.json", out)
-    assert "`bash run_all.sh test` (default tier), last run: 10 tests (7 passed, 1 failed, 0 errors, 2 skipped) " \
+    assert "`bash run_all.sh test` (every tier but slow), last run: 10 tests (7 passed, 1 failed, 0 errors, 2 skipped) " \
            "in 2.1 min" in block
     assert "--all" not in block  # no record of the whole suite yet
     record_tests(junit, 3000, 0, "all", out)  # the second tier is merged, the first kept
