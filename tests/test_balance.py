@@ -60,6 +60,7 @@ def independent_check(inst: BalanceInstance, sched: Schedule) -> bool:
     return mem <= srv.memory_bytes * (1 + 1e-9)
 
 
+@pytest.mark.campaign
 def test_algorithm_reaches_the_proven_fraction_of_the_milp_on_200_random_instances():
     seed = fresh_seed()
     rng = np.random.default_rng(seed)
@@ -80,6 +81,7 @@ def test_algorithm_reaches_the_proven_fraction_of_the_milp_on_200_random_instanc
     assert min(ratios) == 1.0
 
 
+@pytest.mark.campaign
 def test_exact_in_the_regimes_that_matter_memory_bound_and_mixed():
     """Off the defaults: small memories and wide budgets, where memory binds and both modes run at once."""
     seed = fresh_seed()

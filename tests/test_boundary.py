@@ -217,6 +217,7 @@ def test_a_cache_entry_replaced_by_a_link_is_recomputed_without_writing_through_
 
 
 # ------------------------------------------------------------------ solvers say how they stopped
+@pytest.mark.campaign
 @pytest.mark.parametrize("policy", ["heterogeneous-sync", "heterogeneous-async", "uldl-optimal"])
 def test_a_looser_gap_is_never_reported_optimal(policy):
     """"optimal" means the achieved gap is within the solver's optimality tolerance; a search stopped

@@ -86,6 +86,7 @@ def test_draft_cache_record_detects_every_fault(tmp_path):
     assert "record" in MD._draft_problem(path, record, expected, made)
 
 
+@pytest.mark.real_models
 def test_broken_draft_cache_is_rebuilt_not_trusted(tmp_path, monkeypatch):
     """The issue's finding: an empty draft .safetensors made the draft equal the target (alpha = 1).
     Now the cache fails its check, is rebuilt with a warning, and the draft differs from the target."""
@@ -190,6 +191,7 @@ def test_new_measurements_default_to_an_untracked_folder():
     assert ".cache/" in ignored
 
 
+@pytest.mark.campaign
 def test_retime_replaces_only_the_timing_block(tmp_path):
     """``measure --retime``: a committed summary gets a timing block with spread, load checks and the
     fit's residuals; its acceptance part and config are untouched."""
@@ -216,6 +218,7 @@ def test_retime_replaces_only_the_timing_block(tmp_path):
     assert t["verify_fit"]["rms_residual_s"] >= 0 and len(t["verify_fit"]["q25_s"]) == len(t["verify_sizes"])
 
 
+@pytest.mark.campaign
 @pytest.mark.parametrize("args,match", [
     (["--retime", "nowhere", "--allow-busy"], "neither a summary file nor a folder"),
     (["--retime", "data/measurements", "--pair", "smollm2-rtn6"], "--retime takes the pair and task from each summary"),

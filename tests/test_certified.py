@@ -34,6 +34,7 @@ def draw_instance(rng):
     return s, L_max
 
 
+@pytest.mark.campaign
 def test_certificate_matches_exhaustive():
     """60 fresh random instances: proven-optimal answers are optimal, bounds are bounds."""
     seed = int(os.environ.get("SPINLIB_TEST_SEED", np.random.SeedSequence().entropy % (1 << 63)))

@@ -47,6 +47,7 @@ def draw_instance(rng):
     return s, int(rng.choice([8, 16]))
 
 
+@pytest.mark.campaign
 def test_async_certificate_matches_exhaustive():
     """60 fresh random instances: proven-optimal answers are optimal, bounds are bounds."""
     seed = fresh_seed()
@@ -130,6 +131,7 @@ def brute_force_uldl(s, L_max):
     return best
 
 
+@pytest.mark.campaign
 def test_uldl_exhaustive_is_the_joint_optimum():
     """K <= 3 cells: uldl-exhaustive >= uldl-optimal and >= every (mode, length) pair's goodput
     (independent loop, evaluate() on each pair's allocation); equal to the loop's best."""

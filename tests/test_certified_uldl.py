@@ -28,6 +28,7 @@ def fresh_seed() -> int:
     return int(os.environ.get("SPINLIB_TEST_SEED", np.random.SeedSequence().entropy % (1 << 63)))
 
 
+@pytest.mark.campaign
 def test_uldl_certificate_matches_joint_exhaustive():
     seed = fresh_seed()
     rng = np.random.default_rng(seed)

@@ -101,6 +101,7 @@ def test_run_all_refuses_bad_parameter_options(args, match):
     assert r.returncode == 2 and match in r.stderr, (r.returncode, r.stderr[-500:])
 
 
+@pytest.mark.campaign
 def test_run_all_parameters_go_to_their_own_folder():
     """A run with -p writes under results/runs/<NN>-<key>/ and leaves the committed run untouched."""
     committed = sorted(p for p in (RESULTS).rglob("*") if p.is_file() and "runs" not in p.parts)

@@ -36,6 +36,7 @@ def test_scenario_evaluate_solve(tmp_path):
     assert ev2["round_model"] == "async" and ev2["goodput_tokens_per_s"] != ev["goodput_tokens_per_s"]
 
 
+@pytest.mark.campaign
 def test_every_policy_runs(tmp_path):
     s = tmp_path / "s.json"
     assert run("scenario", "--users", "3", "--seed", "1", "-o", str(s)).returncode == 0
@@ -79,6 +80,7 @@ def test_a_plugin_policy_runs_from_the_command_line(tmp_path):
     assert json.loads(r.stdout)["allocation"]["draft_lengths"] == [3, 3, 3]
 
 
+@pytest.mark.campaign
 @pytest.mark.parametrize(
     "args,content,match",
     [
@@ -110,6 +112,7 @@ def test_bad_input_is_one_line(tmp_path, args, content, match):
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+@pytest.mark.campaign
 def test_uldl_policies_and_evaluate(tmp_path):
     s = tmp_path / "s.json"
     assert run("scenario", "--users", "5", "--seed", "3", "-o", str(s)).returncode == 0
@@ -130,6 +133,7 @@ def test_uldl_policies_and_evaluate(tmp_path):
     assert r.returncode == 2 and "accepts at most" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.campaign
 def test_emulate(tmp_path):
     s = tmp_path / "s.json"
     assert run("scenario", "--users", "4", "--seed", "2", "-o", str(s)).returncode == 0
@@ -147,6 +151,7 @@ def test_emulate(tmp_path):
     assert r.returncode == 2 and "--policy" in r.stderr
 
 
+@pytest.mark.campaign
 def test_balance_random_instance_solve_and_check(tmp_path):
     inst = tmp_path / "b.json"
     r = run("balance", "--random", "12", "--seed", "4", "--write", str(inst))
@@ -173,6 +178,7 @@ def test_balance_random_instance_solve_and_check(tmp_path):
     assert r.returncode == 1 and r.stdout.startswith("infeasible")
 
 
+@pytest.mark.campaign
 @pytest.mark.parametrize("change, needle", [
     (lambda d: d["server"].update(memory_bytes=-1), "server.memory_bytes must be in [1, 1e+15]"),
     (lambda d: d["users"][1].update(deadline_s=0), "users[1].deadline_s must be in (0, 1e+06]"),
@@ -190,6 +196,7 @@ def test_balance_bad_instance_is_one_line(tmp_path, change, needle):
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
 
+@pytest.mark.campaign
 def test_balance_bad_arguments_are_one_line(tmp_path):
     inst = tmp_path / "b.json"
     assert run("balance", "--random", "3", "--write", str(inst)).returncode == 0
@@ -351,6 +358,7 @@ def _command_words():
     return words
 
 
+@pytest.mark.campaign
 def test_generated_command_lines_never_give_a_traceback(tmp_path):
     """Random command lines over every command and option of the parser and a pool of bad values:
     exit 0, 1 or 2 and at most one line on stderr, never a traceback."""
@@ -401,6 +409,7 @@ def test_generated_command_lines_never_give_a_traceback(tmp_path):
     check()
 
 
+@pytest.mark.campaign
 @pytest.mark.parametrize("argv, needle", [
     (["arena", "--tasks", "qa,qaa", "--rounds", "50", "--users", "2", "--seeds", "1"], "no traces of task 'qaa' (did you mean 'qa'?)"),
     (["arena", "--tasks", "qa,qa", "--rounds", "50", "--users", "2", "--seeds", "1"], "a task is listed twice"),

@@ -49,6 +49,7 @@ def _check_feasible(s, a, L_max):
 # ------------------------------------------------------------------------------------------
 # optimality against exhaustive search
 # ------------------------------------------------------------------------------------------
+@pytest.mark.campaign
 def test_heterogeneous_sync_matches_exhaustive():
     """120 random instances, K in 1..4, L_max in 2..8: within 1e-6 of the global optimum."""
     rng = np.random.default_rng(101)
@@ -95,6 +96,7 @@ def test_homogeneous_matches_exhaustive_over_common_lengths():
         assert hom.goodput_tokens_per_s == pytest.approx(max(G), rel=1e-12)
 
 
+@pytest.mark.campaign
 def test_no_random_feasible_allocation_beats_the_optimum():
     """2,000 random feasible (L, b) per instance, 100 instances, both round models."""
     rng = np.random.default_rng(404)
@@ -152,6 +154,7 @@ def test_async_split_matches_cvxpy():
 # ------------------------------------------------------------------------------------------
 # ordering of policies
 # ------------------------------------------------------------------------------------------
+@pytest.mark.campaign
 def test_heterogeneous_beats_homogeneous_beats_baselines():
     """On 100 random instances (K = 2..30): het-sync >= homogeneous >= every sync baseline, and
     het-async >= every async baseline and >= the homogeneous allocation run asynchronously."""
@@ -213,6 +216,7 @@ def test_homogeneous_bandwidth_grows_with_draft_time_and_path_loss():
         assert _spearman_sign(-np.log(s2.gain), b)
 
 
+@pytest.mark.campaign
 def test_heterogeneous_bandwidth_grows_with_alpha():
     """Paper 1: with per-user lengths the split rewards higher acceptance (users equal otherwise)."""
     rng = np.random.default_rng(1010)

@@ -38,6 +38,7 @@ def test_sync_matches_closed_form_within_ci():
         assert r.ci_high - r.ci_low < 0.05 * r.predicted_tokens_per_s  # and the check is not vacuous
 
 
+@pytest.mark.campaign
 def test_uldl_matches_closed_form_within_ci_and_round_time_model():
     """UL/DL rounds: the uplink is deterministic; the DL phase of one round is the max over DL
     devices of the *realised* payloads, so E[max] >= max E: the emulated goodput is at most the

@@ -136,6 +136,7 @@ def cluster():
         yield c
 
 
+@pytest.mark.campaign
 def test_sweep_on_a_local_dask_cluster_equals_the_sequential_sweep(cluster):
     kw = dict(n_seeds=2, seed=11, specs=paper1_specs(L_max=6) + [spec("test-half-drafters")], progress=False)
     seq = sweep(make_scenario, "heterogeneity", [0.0, 0.5, 1.0], n_jobs=1, **kw)

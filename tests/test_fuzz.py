@@ -5,6 +5,7 @@ with finite JSON output or fail with one line and exit 2 -- never a traceback (:
 CI runs ``$SPINLIB_FUZZ_EXAMPLES`` examples per property (default 60); the long campaign,
 ``benchmarks/fuzz_campaign.py``, runs the same properties with more and records the count.
 """
+import pytest
 import json
 import os
 import tempfile
@@ -51,6 +52,7 @@ def test_solve_on_mutated_scenarios(which, muts, policy):
     assert check_outcome(*res) is None, (muts, policy, check_outcome(*res))
 
 
+@pytest.mark.campaign
 @FUZZ
 @given(which=st.integers(0, 1), muts=mutations(), target=st.sampled_from(["scenario", "allocation"]))
 def test_evaluate_on_mutated_inputs(which, muts, target):

@@ -47,6 +47,7 @@ def test_misspelt_scenario_keys_are_refused(scen, tmp_path, section, bad, hint):
     one_line_error(run("solve", str(p), "--policy", "homogeneous"), hint)
 
 
+@pytest.mark.campaign
 @pytest.mark.parametrize("alloc,match", [
     ({"draft_lengths": [1, 1, 1], "bandwidth_hz": [1e6] * 3, "mode": ["UL"] * 3}, "did you mean 'modes'"),
     ({"draft_lengths": [1, 1, 1], "bandwidth_hz": [1e6] * 3, "modes": 7, "dl_power_w": [0, 0, 0]}, "modes must be a list"),
@@ -156,6 +157,7 @@ def test_physically_absurd_values_are_refused_at_once(tmp_path, section, field, 
     assert time.perf_counter() - t < 30  # was 6-11 s of warnings before an error about another field
 
 
+@pytest.mark.campaign
 @pytest.mark.parametrize("end", [0, 1])
 def test_every_physical_range_extreme_gives_a_finite_answer(end):
     """At either end of every physical range (one field at a time), every fast policy answers with
@@ -194,6 +196,7 @@ def test_policies_refuse_sizes_they_do_not_scale_to():
         solve(s, "uldl-exhaustive")
 
 
+@pytest.mark.real_models
 @pytest.mark.parametrize("args,match", [
     (["generate", "--pair", "smollm2-rtn6", "--prompt", "hi", "--temperature", "inf"], "--temperature must be a finite"),
     (["generate", "--pair", "smollm2-rtn6", "--prompt", "hi", "--temperature", "nan"], "--temperature must be a finite"),
@@ -233,6 +236,7 @@ def test_uldl_optimal_refuses_a_size_it_does_not_scale_to_before_starting(tmp_pa
     one_line_error(run("solve", str(p), "--policy", "uldl-optimal"), "accepts at most")
 
 
+@pytest.mark.real_models
 def test_generate_refuses_an_over_long_prompt_instead_of_cutting_it():
     """The old behaviour kept the last 384 tokens silently (dropping the chat template's header)."""
     from spinlib.cli import MAX_PROMPT_TOKENS
@@ -259,6 +263,7 @@ def test_results_cache_entry_that_is_a_directory_is_recomputed(tmp_path):
     assert cached_call(f, 3, cache_dir=tmp_path) == {"twice": 6} and calls == [3, 3]
 
 
+@pytest.mark.campaign
 def test_interrupted_run_keeps_the_last_complete_notebook_and_says_it_is_incomplete(tmp_path):
     """Ctrl-C mid-notebook: the previous executed notebook stays whole, the partial one is not
     renamed over it, no run-time record is written, and RUN_INCOMPLETE names what did not finish."""
@@ -304,6 +309,7 @@ def test_interrupted_run_keeps_the_last_complete_notebook_and_says_it_is_incompl
     assert not (results / "timings" / "notebooks.json").exists()
 
 
+@pytest.mark.campaign
 def test_incomplete_markers_accumulate_until_their_notebook_completes(tmp_path):
     """An interrupted run's unfinished notebook stays listed in RUN_INCOMPLETE through later runs of
     other notebooks, and --stale re-runs it; the marker goes once it has completed."""

@@ -179,6 +179,7 @@ def _stationary(alpha=0.85, D=0.3, L_max=4, rounds=6000, users=8):
     return streams, cfg
 
 
+@pytest.mark.campaign
 @pytest.mark.parametrize("seed", [3, 11, 2024])
 def test_ucb_specstop_converges_to_the_oracle_arm(seed):
     streams, cfg = _stationary()
@@ -205,6 +206,7 @@ def test_ucb_regret_is_sublinear():
     assert w[-1] - w[len(w) // 2] == pytest.approx(w[len(w) // 2], rel=0.2)
 
 
+@pytest.mark.campaign
 @pytest.mark.parametrize("seed", [0, 7])
 def test_lyapunov_meets_the_energy_budget_on_average(seed):
     streams = [Stream.synthetic(0.8, 20_000, np.random.default_rng(1))]

@@ -130,6 +130,7 @@ def test_same_seed_same_bytes():
     assert json.dumps(a, sort_keys=True) != json.dumps(c, sort_keys=True)
 
 
+@pytest.mark.campaign
 def test_energy_queue_meets_its_budget_with_a_bounded_debt():
     """Over 1000 Rayleigh rounds every device's mean energy per round is within 3 % of its budget
     (the excess is final debt / rounds, Lindley), the debt does not grow (its peak over the second
@@ -150,6 +151,7 @@ def test_energy_queue_meets_its_budget_with_a_bounded_debt():
     assert eq.energy_per_token_j < avg.energy_per_token_j
 
 
+@pytest.mark.campaign
 def test_replanning_beats_the_average_plan_under_rayleigh_fading():
     """On three random cells the re-planners' 99 % intervals lie above the average plan's and above
     server-only's goodput (the testbed's finding that the average plan can lose to it)."""
@@ -218,6 +220,7 @@ def _cli(*args, env=None):
     return subprocess.run([sys.executable, "-m", "spinlib", *args], capture_output=True, text=True, env=env)
 
 
+@pytest.mark.campaign
 def test_cli_replan(tmp_path):
     cell = tmp_path / "cell.json"
     random_scenario(2, 8).to_json(cell)

@@ -17,6 +17,7 @@ def _python_blocks(section: str) -> list[str]:
     return blocks
 
 
+@pytest.mark.campaign
 @pytest.mark.parametrize("section", ["Add your own policy", "Run sweeps on a cluster"])
 def test_readme_snippet_runs(section, tmp_path):
     code = "\n".join(_python_blocks(section))

@@ -249,6 +249,7 @@ print(json.dumps(out, sort_keys=True))
 """
 
 
+@pytest.mark.campaign
 def test_dl_reference_identical_in_separate_processes():
     runs = []
     for seed, order in (("1", "forward"), ("4242", "reverse")):

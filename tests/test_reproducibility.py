@@ -42,6 +42,7 @@ def _run(code, hashseed, threads=None):
                           timeout=600).stdout
 
 
+@pytest.mark.campaign
 def test_solvers_and_sweeps_give_identical_bytes_across_hash_seeds():
     code = """
 import json
@@ -112,6 +113,7 @@ def test_verify_counts_byte_identical_files(tmp_path):
     assert same == ["summaries/01_x.json"] and differ == ["summaries/02_y.json"]
 
 
+@pytest.mark.campaign
 def test_run_all_verify_smoke_of_two_notebooks():
     """A smoke re-run of notebooks 00 and 01 agrees with the smoke run before it (results, not timings)."""
     from spinlib.paths import ROOT

@@ -31,6 +31,7 @@ def real_pair():
     return target, draft, tok, prompts
 
 
+@pytest.mark.real_models
 def test_greedy_is_lossless_on_real_prompts(real_pair):
     target, draft, tok, prompts = real_pair
     stop = (tok.eos_token_id,)
@@ -67,6 +68,7 @@ def _rounds_from_beta(beta, L, n):
     return tokens
 
 
+@pytest.mark.real_models
 def test_teacher_forced_beta_predicts_the_greedy_engine_exactly(real_pair):
     target, draft, tok, prompts = real_pair
     for ids in prompts[:2]:
@@ -76,6 +78,7 @@ def test_teacher_forced_beta_predicts_the_greedy_engine_exactly(real_pair):
             assert [r.tokens for r in rounds] == _rounds_from_beta(beta, L, len(beta))
 
 
+@pytest.mark.campaign
 def test_sampling_is_lossless_on_a_toy_pair():
     """Chi-square of the first two sampled tokens against the target's exact law (level 0.001)."""
     rng = np.random.default_rng(0)
@@ -174,6 +177,7 @@ def _cli(*args):
     return subprocess.run([sys.executable, "-m", "spinlib", *args], capture_output=True, text=True)
 
 
+@pytest.mark.real_models
 def test_cli_pairs_and_generate():
     r = _cli("pairs", "--json")
     rows = json.loads(r.stdout)
@@ -219,6 +223,7 @@ def test_measured_preset_uses_the_committed_measurements(name, vocab):
     assert s.server.t0_s == p.server_t0_s and s.payload.vocab_size == vocab
 
 
+@pytest.mark.real_models
 def test_cross_tokenizer_greedy_is_lossless():
     """SmolLM2 drafting for Gemma-3-270M across tokenizers: greedy output = Gemma's greedy output."""
     from spinlib.sd.cross import cross_greedy_generate, intersection_beta, vocabulary_map

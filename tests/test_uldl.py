@@ -91,6 +91,7 @@ def test_dl_power_batched_equals_single(rng):
         np.testing.assert_allclose(p[i], pi, rtol=1e-9, atol=1e-300)
 
 
+@pytest.mark.campaign
 def test_batched_goodput_matches_evaluate(rng):
     """The solvers' batched goodput equals rounds.evaluate of the allocation they return (15 fresh cells)."""
     for _ in range(15):
@@ -105,6 +106,7 @@ def test_batched_goodput_matches_evaluate(rng):
             assert all(0 <= L <= 6 for L in a.draft_lengths)
 
 
+@pytest.mark.campaign
 def test_structure_vs_exhaustive_modes():
     """Top-m structure vs all 2^K assignments, fixed lengths, 200 random scenarios with K <= 10.
 
@@ -151,6 +153,7 @@ def test_batched_search_matches_bruteforce_evaluation():
         assert G_x == pytest.approx(best, rel=1e-9)
 
 
+@pytest.mark.campaign
 def test_adaptive_beats_all_ul_all_dl_and_paper1():
     # 30 fresh cells (K = 1..8) per run; notebook 06 asserts the same on its 150 sweep points
     rng = np.random.default_rng(5)
@@ -163,6 +166,7 @@ def test_adaptive_beats_all_ul_all_dl_and_paper1():
         assert a.goodput_tokens_per_s >= max(G_ul, G_dl, G_p1) * (1 - 1e-12)
 
 
+@pytest.mark.campaign
 def test_greedy_lengths_vs_exhaustive_lengths():
     """Greedy draft lengths vs every (mode, length) vector, K = 3, L_max = 5, 50 scenarios.
 
@@ -191,6 +195,7 @@ def test_uldl_exhaustive_refuses_large_k_and_ids_payload():
         solve(random_scenario(3, 0, payload=Payload(32000, "ids")), "uldl-optimal")
 
 
+@pytest.mark.campaign
 def test_exhaustive_policy_is_the_joint_optimum():
     """uldl-exhaustive (every mode and length pair) equals exhaustive_joint and beats every policy."""
     rng = np.random.default_rng(8)
