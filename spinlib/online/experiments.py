@@ -165,14 +165,10 @@ def regret_study(pair: str, controllers, *, rounds: int, users: int, n_seeds: in
 
 
 
-
-def _per_seed(rows, label: str, metric: str = "tokens_per_s") -> np.ndarray:
-    return np.array([r[metric] for r in rows if r["controller"] == label])
-
-
-def _best_label(res, labels) -> str:
+def _best(res, specs):
+    """The spec among ``specs`` with the highest mean throughput over seeds in the arena result ``res``."""
     summ = res.summary()
-    return max(labels, key=lambda lab: float(summ.loc[lab, "tokens_per_s"]))
+    return max(specs, key=lambda sp: float(summ.loc[sp.title, "tokens_per_s"]))
 
 
 def drift_study(pair: str, *, levels_s, period: int, h_grid, rounds: int, users: int, n_seeds: int, seed: int,
@@ -198,20 +194,19 @@ def drift_study(pair: str, *, levels_s, period: int, h_grid, rounds: int, users:
     spd = [cspec("specdec++", h=float(h)) for h in h_grid]
     tune = run_arena(fixed + spd, streams, ArenaConfig(delay=Delay("exponential", float(levels_s[0])), **common),
                      seed=seed, n_seeds=n_seeds, oracles=False)
-    L0 = int(_best_label(tune, [f.title for f in fixed]).split("=")[1])
-    h0 = float(_best_label(tune, [x.title for x in spd]).split("=")[1])
+    L0 = _best(tune, fixed).kwargs["L"]
+    h0 = _best(tune, spd).kwargs["h"]
     drift = Delay("piecewise", levels_s=tuple(float(v) for v in levels_s), period=period)
-    specs = [cspec("fixed", L=L0, label="fixed (tuned offline)"), cspec("specdec++", h=h0, label="SpecDec++ (tuned offline)"),
-             cspec("ucb-specstop"), cspec("ucb-specstop", gamma=gamma)] + [x for x in spd if x.kwargs["h"] != h0]
+    spd_drift = [cspec("specdec++", h=h0, label="SpecDec++ (tuned offline)")] + [x for x in spd if x.kwargs["h"] != h0]
+    specs = [cspec("fixed", L=L0, label="fixed (tuned offline)"), spd_drift[0],
+             cspec("ucb-specstop"), cspec("ucb-specstop", gamma=gamma)] + spd_drift[1:]
     small = cspec("ucb-specstop", c=float(c_extra))
     if c_extra != 1:
         specs.insert(3, small)
     res = run_arena(specs, streams, ArenaConfig(delay=drift, **common), seed=seed, n_seeds=n_seeds)
-    spd_labels = ["SpecDec++ (tuned offline)"] + [x.title for x in spd if x.kwargs["h"] != h0]
-    best_h_label = _best_label(res, spd_labels)
-    h_hind = h0 if best_h_label == "SpecDec++ (tuned offline)" else float(best_h_label.split("=")[1])
+    best_h = _best(res, spd_drift)
     return {"timings": tim, "levels_s": [float(v) for v in levels_s], "period": int(period), "L0": L0, "h0": h0,
-            "h_hindsight": h_hind, "h_hindsight_label": best_h_label, "gamma": float(gamma),
+            "h_hindsight": best_h.kwargs["h"], "h_hindsight_label": best_h.title, "gamma": float(gamma),
             "small_label": small.title if c_extra != 1 else "ucb-specstop",
             "gamma_label": cspec("ucb-specstop", gamma=gamma).title, "labels": res.labels,
             "rows": res.rows, "tuning_rows": tune.rows}

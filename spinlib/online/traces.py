@@ -188,9 +188,7 @@ def verified_traces(path) -> list[PromptTrace]:
     foreign prompt) and no prompt is longer than the configured number of new tokens. Any mismatch
     is one :class:`ValidationError` line naming the file and what differs.
     """
-    from ..cache import config_key
-
-    from ..cache import sha256_file, value_digest
+    from ..cache import config_key, sha256_file, value_digest
     from ..scenario import read_text_checked
 
     path = Path(path)
