@@ -61,15 +61,15 @@ bound returned is ``max(G_inc, bounds of every discarded or open node)``: each v
 from __future__ import annotations
 
 import itertools
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..channel import RateModel
 from ..rounds import sync_goodput, sync_round_time
-from ..scenario import Scenario, ValidationError, check_nonnegative
+from ..scenario import Scenario
 from .bandwidth import min_makespan_bandwidth, required_bandwidth
+from .search import Incumbent, SearchResult, best_first, certified_status, check_gap
 
 SAFETY = 1e-12  # relative slack against rounding in the rate inversion (see module docstring)
 
@@ -220,39 +220,101 @@ def enumerate_boxes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.vstack(out) if out else np.zeros((0, lo.shape[1]), dtype=int)
 
 
-@dataclass
-class BnBResult:
-    """Outcome of :func:`branch_and_bound_sync`."""
+class SyncSearch:
+    """Model (A) as a :class:`spinlib.control.search.NodeSearch`: nodes are makespan intervals
+    ``[Dl, Dh]`` and length boxes ``lo..hi`` (module docstring: root, relaxation, tightening, splits).
+    """
 
-    L: np.ndarray  # [K] best lengths found
-    goodput: float  # F(L) [token/s]
-    upper_bound: float  # certified bound on G* [token/s]
-    status: str  # "optimal" (gap <= tolerance), "node_limit" or "time_limit"
-    nodes: int  # nodes bounded
-    time_s: float
+    def __init__(self, scenario: Scenario, rates: RateModel, table: np.ndarray, *, enum_max: int = 16,
+                 n_root: int = 16):
+        self.scenario, self.rates, self.table = scenario, rates, table
+        self.K, P = table.shape
+        self.L_max = P - 1
+        self.enum_max, self.n_root = enum_max, n_root
+        self.c0 = float(sync_round_time(scenario, 0.0, 0.0))
+        self.t1 = scenario.server.t1_s_per_token
 
+    def evaluate(self, L: np.ndarray) -> np.ndarray:
+        """Exact goodput [token/s] of length vectors ``L`` [n, K] with their minimal-makespan split."""
+        D, _ = min_makespan_bandwidth(self.scenario, L, self.rates)
+        return sync_goodput(self.scenario, L, self.table[np.arange(self.K), L], D)
 
-def check_gap(gap) -> float:
-    """The requested relative gap tolerance as a float in [0, 1) (one line otherwise: a gap of 1 or more
-    certifies any point, so it would make the search do nothing)."""
-    gap = check_nonnegative("gap", gap)
-    if gap >= 1:
-        raise ValidationError(f"gap must be in [0, 1) (a relative tolerance), got {gap!r}")
-    return gap
+    def root(self, inc: Incumbent) -> dict:
+        sc, K, L_max = self.scenario, self.K, self.L_max
+        tau, S, B = sc.tau, sc.payload.bits_per_token, sc.radio.bandwidth_hz
+        # every L != 0 has D*(L) >= min_k (tau_k + S / R_k(B)); the equal split gives b_k >= B / K
+        with np.errstate(divide="ignore"):
+            d1 = float(np.min(tau + S / self.rates.rate(np.full(K, B))))
+            d_eq = float(np.max(tau + S / self.rates.rate(np.full(K, B / K))))
+        D_top = L_max * d_eq
+        n_max = float(self.table[:, -1].sum())
+        D_top = min(D_top, n_max / inc.value - self.c0) if inc.value > 0 else D_top
+        inc.offer(np.zeros((1, K), dtype=int))  # the point D = 0 (nobody drafts)
+        if not (np.isfinite(D_top) and D_top > d1):
+            return {}
+        edges = np.geomspace(d1 * (1 - SAFETY), D_top, self.n_root + 1)
+        return {"Dl": edges[:-1], "Dh": edges[1:], "lo": np.zeros((self.n_root, K), dtype=int),
+                "hi": np.full((self.n_root, K), L_max, dtype=int)}
 
+    def expand(self, nodes: dict, inc: Incumbent):
+        sc, rates = self.scenario, self.rates
+        Dl, Dh, lo, hi = nodes["Dl"], nodes["Dh"], nodes["lo"], nodes["hi"]
+        closed = -np.inf
+        # tighten the interval to [D*(lo), D*(hi)]; enumerate the small boxes exactly
+        Dlo_box, _ = min_makespan_bandwidth(sc, lo, rates)
+        Dhi_box, _ = min_makespan_bandwidth(sc, hi, rates)
+        Dl = np.maximum(Dl, np.asarray(Dlo_box) * (1 - SAFETY))
+        Dh = np.minimum(Dh, np.asarray(Dhi_box))
+        keep = Dl <= Dh
+        Dl, Dh, lo, hi = Dl[keep], Dh[keep], lo[keep], hi[keep]
+        small = np.log(hi - lo + 1).sum(axis=1) <= np.log(self.enum_max) + 1e-9
+        if small.any():
+            G = inc.offer(enumerate_boxes(lo[small], hi[small]))
+            closed = float(np.max(G, initial=-np.inf))
+            Dl, Dh, lo, hi = Dl[~small], Dh[~small], lo[~small], hi[~small]
+        if not len(Dl):
+            return {}, closed, 0
+        res = sync_node_bounds(sc, rates, self.table, Dl, Dh, lo, hi, inc.threshold)
+        feas = res.upper > -np.inf
+        inc.offer(res.x_feas[feas])
+        Dx = np.zeros(len(Dl))
+        if feas.any():
+            Dx[feas], _ = min_makespan_bandwidth(sc, res.x_feas[feas], rates)
+        return ({"Dl": Dl, "Dh": Dh, "lo": res.lo, "hi": res.hi, "ub": res.upper, "frac": res.frac_user,
+                 "split": res.split_at, "Dx": Dx}, closed, len(Dl))
 
-def certified_status(status: str, gap: float, optimal_gap: float) -> str:
-    """The status a solver reports: ``"optimal"`` only when the achieved relative ``gap`` is within the
-    solver's optimality tolerance ``optimal_gap`` (its default); a search that closed every node at a
-    looser requested tolerance reports ``"gap_limit"`` (like a MIP solver's gap stop), never "optimal".
-    ``"node_limit"`` and ``"time_limit"`` pass through."""
-    return "gap_limit" if status == "optimal" and gap > optimal_gap else status
+    def split(self, p: dict, inc: Incumbent) -> dict:
+        """On the makespan (at the relaxed solution's own makespan when inside the interval, else the
+        midpoint) while the interval's share of the denominator is at least half the node's gap; else on
+        the fractional user of the knapsack relaxation (or the widest user's box in half)."""
+        pDl, pDh, plo, phi = p["Dl"], p["Dh"], p["lo"], p["hi"]
+        node_gap = (p["ub"] - inc.value) / p["ub"]
+        w_rel = (pDh - pDl) / (pDl + self.c0 + self.t1 * plo.sum(axis=1))
+        width = phi - plo
+        by_user = (p["frac"] >= 0) & ((w_rel <= 0.5 * node_gap) | (w_rel < 1e-13))
+        by_D = ~by_user & (w_rel >= 1e-13)
+        # neither (~by_user & ~by_D): integral relaxation on a tight interval -> split the widest user in half
+        k_user = np.where(by_user, p["frac"], np.argmax(width, axis=1))
+        rk = np.arange(len(pDl))
+        m_user = np.where(by_user, p["split"], plo[rk, k_user] + (width[rk, k_user] - 1) // 2)
+        pDx = p["Dx"]
+        inside = (pDx > pDl + 0.02 * (pDh - pDl)) & (pDx < pDh - 0.02 * (pDh - pDl))
+        D_cut = np.where(inside, pDx * (1 - 1e-11), 0.5 * (pDl + pDh))
+        n = len(pDl)
+        lo = np.vstack([plo, plo.copy()])
+        hi = np.vstack([phi, phi.copy()])
+        r = np.flatnonzero(~by_D)
+        hi[r, k_user[r]] = m_user[r]
+        lo[n + r, k_user[r]] = m_user[r] + 1
+        return {"Dl": np.concatenate([pDl, np.where(by_D, D_cut, pDl)]),
+                "Dh": np.concatenate([np.where(by_D, D_cut, pDh), pDh]), "lo": lo, "hi": hi}
 
 
 def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarray, L_inc, G_inc: float, *,
-                          gap: float = 1e-9, time_limit_s: float = 10.0, max_nodes: int | None = None, batch: int = 64, enum_max: int = 16,
-                          n_root: int = 16) -> BnBResult:
-    """Best-first branch-and-bound of model (A) from the incumbent ``(L_inc, G_inc)``.
+                          gap: float = 1e-9, time_limit_s: float = 10.0, max_nodes: int | None = None, batch: int = 64,
+                          enum_max: int = 16, n_root: int = 16) -> SearchResult:
+    """Best-first branch-and-bound of model (A) from the incumbent ``(L_inc, G_inc)``: the engine of
+    :func:`spinlib.control.search.best_first` on :class:`SyncSearch`.
 
     Parameters
     ----------
@@ -267,136 +329,12 @@ def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarra
 
     Returns
     -------
-    BnBResult
-        ``goodput >= G_inc``; ``upper_bound >= G*`` (module docstring).
+    SearchResult
+        ``x`` the lengths [K], ``value >= G_inc``; ``upper_bound >= G*`` (module docstring).
     """
-    t_start = time.perf_counter()
-    K, P = table.shape
-    L_max = P - 1
-    tau, S, B = scenario.tau, scenario.payload.bits_per_token, scenario.radio.bandwidth_hz
-    t1 = scenario.server.t1_s_per_token
-    c0 = float(sync_round_time(scenario, 0.0, 0.0))
-    best_L, best_G = np.array(L_inc, dtype=int), float(G_inc)
-    closed_max = best_G  # largest bound of every node closed so far (enumerated or discarded)
-    nodes = 0
-
-    def offer(Ls_cand):
-        nonlocal best_L, best_G
-        if len(Ls_cand) == 0:
-            return np.zeros(0)
-        D, _ = min_makespan_bandwidth(scenario, Ls_cand, rates)
-        G = sync_goodput(scenario, Ls_cand, table[np.arange(K), Ls_cand], D)
-        i = int(np.argmax(G))
-        if G[i] > best_G:
-            best_L, best_G = Ls_cand[i].copy(), float(G[i])
-        return G
-
-    # root partition of the makespan axis: every L != 0 has D*(L) >= min_k (tau_k + S / R_k(B))
-    with np.errstate(divide="ignore"):
-        d1 = float(np.min(tau + S / rates.rate(np.full(K, B))))
-        d_eq = float(np.max(tau + S / rates.rate(np.full(K, B / K))))
-    D_top = L_max * d_eq  # equal split among the drafting users: b_k >= B / K
-    n_max = float(table[:, -1].sum())
-    D_top = min(D_top, n_max / best_G - c0) if best_G > 0 else D_top
-    offer(np.zeros((1, K), dtype=int))  # the point D = 0 (nobody drafts)
-    if not (np.isfinite(D_top) and D_top > d1):
-        ub = max(best_G, closed_max)
-        return BnBResult(best_L, best_G, ub, "optimal", 0, time.perf_counter() - t_start)
-    edges = np.geomspace(d1 * (1 - SAFETY), D_top, n_root + 1)
-    Dl, Dh = edges[:-1], edges[1:]
-    lo = np.zeros((n_root, K), dtype=int)
-    hi = np.full((n_root, K), L_max, dtype=int)
-
-    # open-node storage
-    o_Dl = np.zeros(0)
-    o_Dh = np.zeros(0)
-    o_lo = np.zeros((0, K), dtype=int)
-    o_hi = np.zeros((0, K), dtype=int)
-    o_ub = np.zeros(0)
-    o_frac = np.zeros(0, dtype=int)
-    o_split = np.zeros(0, dtype=int)
-    o_Dx = np.zeros(0)
-
-    status = "optimal"
-    while True:
-        # ---- tighten and bound the new nodes (Dl, Dh, lo, hi) ----
-        if len(Dl):
-            Dlo_box, _ = min_makespan_bandwidth(scenario, lo, rates)
-            Dhi_box, _ = min_makespan_bandwidth(scenario, hi, rates)
-            Dl = np.maximum(Dl, np.asarray(Dlo_box) * (1 - SAFETY))
-            Dh = np.minimum(Dh, np.asarray(Dhi_box))
-            keep = Dl <= Dh
-            Dl, Dh, lo, hi = Dl[keep], Dh[keep], lo[keep], hi[keep]
-            log_size = np.log(hi - lo + 1).sum(axis=1)
-            small = log_size <= np.log(enum_max) + 1e-9
-            if small.any():
-                G = offer(enumerate_boxes(lo[small], hi[small]))
-                if G.size:
-                    closed_max = max(closed_max, float(G.max()))
-                Dl, Dh, lo, hi = Dl[~small], Dh[~small], lo[~small], hi[~small]
-        if len(Dl):
-            res = sync_node_bounds(scenario, rates, table, Dl, Dh, lo, hi, best_G * (1 + gap))
-            nodes += len(Dl)
-            feas = res.upper > -np.inf
-            offer(res.x_feas[feas])
-            Dx = np.zeros(len(Dl))
-            if feas.any():
-                Dx[feas], _ = min_makespan_bandwidth(scenario, res.x_feas[feas], rates)
-            live = res.upper > best_G * (1 + gap)
-            closed_max = max(closed_max, float(np.max(res.upper[~live], initial=-np.inf)))
-            o_Dl = np.concatenate([o_Dl, Dl[live]])
-            o_Dh = np.concatenate([o_Dh, Dh[live]])
-            o_lo = np.vstack([o_lo, res.lo[live]])
-            o_hi = np.vstack([o_hi, res.hi[live]])
-            o_ub = np.concatenate([o_ub, res.upper[live]])
-            o_frac = np.concatenate([o_frac, res.frac_user[live]])
-            o_split = np.concatenate([o_split, res.split_at[live]])
-            o_Dx = np.concatenate([o_Dx, Dx[live]])
-        # ---- discard what the incumbent beats ----
-        keep = o_ub > best_G * (1 + gap)
-        if not keep.all():
-            closed_max = max(closed_max, float(np.max(o_ub[~keep])))
-            o_Dl, o_Dh, o_lo, o_hi, o_ub, o_frac, o_split, o_Dx = (
-                a[keep] for a in (o_Dl, o_Dh, o_lo, o_hi, o_ub, o_frac, o_split, o_Dx))
-        if len(o_ub) == 0:
-            break
-        if max_nodes is not None and nodes >= max_nodes:
-            status = "node_limit"
-            break
-        if time.perf_counter() - t_start > time_limit_s:
-            status = "time_limit"
-            break
-        # ---- split the best nodes ----
-        take = np.argsort(-o_ub)[:batch]
-        rest = np.ones(len(o_ub), dtype=bool)
-        rest[take] = False
-        pDl, pDh, plo, phi, pub, pfrac, psplit, pDx = (
-            a[take] for a in (o_Dl, o_Dh, o_lo, o_hi, o_ub, o_frac, o_split, o_Dx))
-        o_Dl, o_Dh, o_lo, o_hi, o_ub, o_frac, o_split, o_Dx = (
-            a[rest] for a in (o_Dl, o_Dh, o_lo, o_hi, o_ub, o_frac, o_split, o_Dx))
-        node_gap = (pub - best_G) / pub
-        w_rel = (pDh - pDl) / (pDl + c0 + t1 * plo.sum(axis=1))
-        width = phi - plo
-        by_user = (pfrac >= 0) & ((w_rel <= 0.5 * node_gap) | (w_rel < 1e-13))
-        by_D = ~by_user & (w_rel >= 1e-13)
-        # neither (~by_user & ~by_D): integral relaxation on a tight interval -> split the widest user in half
-        k_user = np.where(by_user, pfrac, np.argmax(width, axis=1))
-        rk = np.arange(len(take))
-        m_user = np.where(by_user, psplit, plo[rk, k_user] + (width[rk, k_user] - 1) // 2)
-        inside = (pDx > pDl + 0.02 * (pDh - pDl)) & (pDx < pDh - 0.02 * (pDh - pDl))
-        D_cut = np.where(inside, pDx * (1 - 1e-11), 0.5 * (pDl + pDh))
-        n = len(take)
-        Dl = np.concatenate([pDl, np.where(by_D, D_cut, pDl)])
-        Dh = np.concatenate([np.where(by_D, D_cut, pDh), pDh])
-        lo = np.vstack([plo, plo.copy()])
-        hi = np.vstack([phi, phi.copy()])
-        us = ~by_D
-        r = np.flatnonzero(us)
-        hi[r, k_user[r]] = m_user[r]
-        lo[n + r, k_user[r]] = m_user[r] + 1
-
-    ub = max(best_G, closed_max, float(np.max(o_ub, initial=-np.inf)))
-    return BnBResult(best_L, best_G, ub, status, nodes, time.perf_counter() - t_start)
+    problem = SyncSearch(scenario, rates, table, enum_max=enum_max, n_root=n_root)
+    return best_first(problem, np.asarray(L_inc, dtype=int), G_inc, gap=gap, time_limit_s=time_limit_s,
+                      max_nodes=max_nodes, batch=batch)
 
 
-__all__ = ["sync_node_bounds", "branch_and_bound_sync", "BoundResult", "BnBResult"]
+__all__ = ["sync_node_bounds", "branch_and_bound_sync", "BoundResult", "SyncSearch", "check_gap", "certified_status"]

@@ -57,7 +57,6 @@ a node that was enumerated, discarded with a bound, cut by reduced costs, or is 
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,6 +66,7 @@ from ..rounds import async_terms
 from ..scenario import Scenario
 from .bandwidth import async_best_response, async_marginal, async_optimal_bandwidth
 from .branch_and_bound import enumerate_boxes
+from .search import Incumbent, SearchResult, best_first
 
 SAFETY = 1e-12  # relative slack per term against rounding (see module docstring)
 EPS = np.finfo(float).eps
@@ -239,22 +239,74 @@ def async_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, l
     return AsyncBoundResult(upper, x_feas, x_over, frac_user, split_at, lo2, hi2, cut_max)
 
 
-@dataclass
-class AsyncBnBResult:
-    """Outcome of :func:`branch_and_bound_async`."""
+class AsyncSearch:
+    """Model (B) as a :class:`spinlib.control.search.NodeSearch`: nodes are length boxes ``lo..hi``
+    (module docstring: the dual bound, reduced-cost cuts, enumeration of small boxes)."""
 
-    L: np.ndarray  # [K] best lengths found
-    goodput: float  # their goodput with the optimal bandwidth [token/s]
-    upper_bound: float  # certified bound on G* [token/s]
-    status: str  # "optimal" (every node closed at the tolerance), "node_limit" or "time_limit"
-    nodes: int  # nodes bounded
-    time_s: float
+    def __init__(self, scenario: Scenario, rates: RateModel, table: np.ndarray, *, enum_max: int = 64):
+        self.scenario, self.rates, self.table = scenario, rates, table
+        self.K, P = table.shape
+        self.L_max = P - 1
+        self.enum_max = enum_max
+        self.bracket = multiplier_bracket(scenario, rates, table)
+
+    def evaluate(self, L: np.ndarray) -> np.ndarray:
+        """Exact goodput [token/s] of length vectors ``L`` [n, K] with their optimal bandwidth split."""
+        Kr = np.arange(self.K)
+        return np.concatenate([async_optimal_bandwidth(self.scenario, c, self.table[Kr, c], self.rates)[1]
+                               for c in np.array_split(L, max(1, len(L) // 20000 + 1))])
+
+    def _small(self, lo, hi):
+        return np.log(hi - lo + 1).sum(axis=1) <= np.log(self.enum_max) + 1e-9
+
+    def root(self, inc: Incumbent) -> dict:
+        return {"lo": np.zeros((1, self.K), dtype=int), "hi": np.full((1, self.K), self.L_max, dtype=int)}
+
+    def expand(self, nodes: dict, inc: Incumbent):
+        lo, hi = nodes["lo"], nodes["hi"]
+        closed = -np.inf
+        small = self._small(lo, hi)
+        if small.any():
+            closed = float(np.max(inc.offer(enumerate_boxes(lo[small], hi[small])), initial=-np.inf))
+            lo, hi = lo[~small], hi[~small]
+        if not len(lo):
+            return {}, closed, 0
+        res = async_node_bounds(self.scenario, self.rates, self.table, lo, hi, self.bracket, inc.threshold)
+        closed = max(closed, float(np.max(res.cut_max, initial=-np.inf)))
+        alive = res.upper > -np.inf
+        inc.offer(np.unique(np.vstack([res.x_feas[alive], res.x_over[alive]]), axis=0))
+        # boxes that reduced-cost fixing made small: enumerate now (the live ones)
+        upper = res.upper.copy()
+        small = (upper > inc.threshold) & self._small(res.lo, res.hi)
+        if small.any():
+            closed = max(closed, float(np.max(inc.offer(enumerate_boxes(res.lo[small], res.hi[small])),
+                                              initial=-np.inf)))
+            upper[small] = -np.inf
+        return ({"lo": res.lo, "hi": res.hi, "ub": upper, "frac": res.frac_user, "split": res.split_at},
+                closed, len(lo))
+
+    def split(self, p: dict, inc: Incumbent) -> dict:
+        """On the fractional user of the dual relaxation at its two choices (else the widest box in half)."""
+        plo, phi, pfrac = p["lo"], p["hi"], p["frac"]
+        n = len(plo)
+        rk = np.arange(n)
+        width = phi - plo
+        by_user = (pfrac >= 0) & (width[rk, np.maximum(pfrac, 0)] > 0)
+        k_user = np.where(by_user, pfrac, np.argmax(width, axis=1))
+        m_user = np.where(by_user, p["split"], plo[rk, k_user] + (width[rk, k_user] - 1) // 2)
+        m_user = np.clip(m_user, plo[rk, k_user], phi[rk, k_user] - 1)
+        lo = np.vstack([plo, plo.copy()])
+        hi = np.vstack([phi, phi.copy()])
+        hi[rk, k_user] = m_user
+        lo[n + rk, k_user] = m_user + 1
+        return {"lo": lo, "hi": hi}
 
 
 def branch_and_bound_async(scenario: Scenario, rates: RateModel, table: np.ndarray, L_inc, G_inc: float, *,
                            gap: float = 1e-9, time_limit_s: float = 10.0, max_nodes: int | None = None, batch: int = 64,
-                           enum_max: int = 64) -> AsyncBnBResult:
-    """Best-first branch-and-bound of model (B) from the incumbent ``(L_inc, G_inc)``.
+                           enum_max: int = 64) -> SearchResult:
+    """Best-first branch-and-bound of model (B) from the incumbent ``(L_inc, G_inc)``: the engine of
+    :func:`spinlib.control.search.best_first` on :class:`AsyncSearch`.
 
     Parameters
     ----------
@@ -269,100 +321,13 @@ def branch_and_bound_async(scenario: Scenario, rates: RateModel, table: np.ndarr
 
     Returns
     -------
-    AsyncBnBResult
-        ``goodput >= G_inc``; ``upper_bound >= G*`` (module docstring).
+    SearchResult
+        ``x`` the lengths [K], ``value >= G_inc``; ``upper_bound >= G*`` (module docstring).
     """
-    t_start = time.perf_counter()
-    K, P = table.shape
-    L_max = P - 1
-    Kr = np.arange(K)
-    best_L, best_G = np.array(L_inc, dtype=int), float(G_inc)
-    closed_max = best_G  # largest bound of every node closed so far (enumerated, discarded or cut)
-    nodes = 0
-    bracket = multiplier_bracket(scenario, rates, table)
-
-    def offer(Ls_cand):
-        nonlocal best_L, best_G
-        if len(Ls_cand) == 0:
-            return np.zeros(0)
-        G = np.concatenate([async_optimal_bandwidth(scenario, c, table[Kr, c], rates)[1]
-                            for c in np.array_split(Ls_cand, max(1, len(Ls_cand) // 20000 + 1))])
-        i = int(np.argmax(G))
-        if G[i] > best_G:
-            best_L, best_G = Ls_cand[i].copy(), float(G[i])
-        return G
-
-    lo = np.zeros((1, K), dtype=int)
-    hi = np.full((1, K), L_max, dtype=int)
-    o_lo = np.zeros((0, K), dtype=int)
-    o_hi = np.zeros((0, K), dtype=int)
-    o_ub = np.zeros(0)
-    o_frac = np.zeros(0, dtype=int)
-    o_split = np.zeros(0, dtype=int)
-    status = "optimal"
-    while True:
-        # ---- enumerate the small boxes, bound the others ----
-        if len(lo):
-            log_size = np.log(hi - lo + 1).sum(axis=1)
-            small = log_size <= np.log(enum_max) + 1e-9
-            if small.any():
-                G = offer(enumerate_boxes(lo[small], hi[small]))
-                if G.size:
-                    closed_max = max(closed_max, float(G.max()))
-                lo, hi = lo[~small], hi[~small]
-        if len(lo):
-            res = async_node_bounds(scenario, rates, table, lo, hi, bracket, best_G * (1 + gap))
-            nodes += len(lo)
-            closed_max = max(closed_max, float(np.max(res.cut_max, initial=-np.inf)))
-            alive = res.upper > -np.inf
-            offer(np.unique(np.vstack([res.x_feas[alive], res.x_over[alive]]), axis=0))
-            live = res.upper > best_G * (1 + gap)
-            closed_max = max(closed_max, float(np.max(res.upper[alive & ~live], initial=-np.inf)))
-            # boxes that reduced-cost fixing made small: enumerate now
-            small = live & (np.log(res.hi - res.lo + 1).sum(axis=1) <= np.log(enum_max) + 1e-9)
-            if small.any():
-                G = offer(enumerate_boxes(res.lo[small], res.hi[small]))
-                closed_max = max(closed_max, float(np.max(G, initial=-np.inf)))
-                live &= ~small
-            o_lo = np.vstack([o_lo, res.lo[live]])
-            o_hi = np.vstack([o_hi, res.hi[live]])
-            o_ub = np.concatenate([o_ub, res.upper[live]])
-            o_frac = np.concatenate([o_frac, res.frac_user[live]])
-            o_split = np.concatenate([o_split, res.split_at[live]])
-        # ---- discard what the incumbent beats ----
-        keep = o_ub > best_G * (1 + gap)
-        if not keep.all():
-            closed_max = max(closed_max, float(np.max(o_ub[~keep])))
-            o_lo, o_hi, o_ub, o_frac, o_split = (a[keep] for a in (o_lo, o_hi, o_ub, o_frac, o_split))
-        if len(o_ub) == 0:
-            break
-        if max_nodes is not None and nodes >= max_nodes:
-            status = "node_limit"
-            break
-        if time.perf_counter() - t_start > time_limit_s:
-            status = "time_limit"
-            break
-        # ---- split the best nodes ----
-        take = np.argsort(-o_ub)[:batch]
-        rest = np.ones(len(o_ub), dtype=bool)
-        rest[take] = False
-        plo, phi, pfrac, psplit = (a[take] for a in (o_lo, o_hi, o_frac, o_split))
-        o_lo, o_hi, o_ub, o_frac, o_split = (a[rest] for a in (o_lo, o_hi, o_ub, o_frac, o_split))
-        n = len(take)
-        rk = np.arange(n)
-        width = phi - plo
-        by_user = (pfrac >= 0) & (width[rk, np.maximum(pfrac, 0)] > 0)
-        k_user = np.where(by_user, pfrac, np.argmax(width, axis=1))
-        m_user = np.where(by_user, psplit, plo[rk, k_user] + (width[rk, k_user] - 1) // 2)
-        m_user = np.clip(m_user, plo[rk, k_user], phi[rk, k_user] - 1)
-        lo = np.vstack([plo, plo.copy()])
-        hi = np.vstack([phi, phi.copy()])
-        hi[rk, k_user] = m_user
-        lo[n + rk, k_user] = m_user + 1
-
-    ub = max(best_G, closed_max, float(np.max(o_ub, initial=-np.inf)))
-    return AsyncBnBResult(best_L, best_G, ub, status, nodes, time.perf_counter() - t_start)
+    problem = AsyncSearch(scenario, rates, table, enum_max=enum_max)
+    return best_first(problem, np.asarray(L_inc, dtype=int), G_inc, gap=gap, time_limit_s=time_limit_s,
+                      max_nodes=max_nodes, batch=batch)
 
 
 __all__ = ["async_node_bounds", "branch_and_bound_async", "response_bounds", "multiplier_bracket",
-           "AsyncBoundResult", "AsyncBnBResult"]
+           "AsyncBoundResult", "AsyncSearch"]

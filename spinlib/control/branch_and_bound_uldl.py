@@ -56,7 +56,6 @@ lies in one of them.
 from __future__ import annotations
 
 import itertools
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +65,7 @@ from ..modes import mode_payload, uplink_bits_per_token
 from ..rounds import sync_round_time
 from .bandwidth import min_makespan_bandwidth, required_bandwidth
 from .power import min_max_downlink_power, required_power
+from .search import Certificate, Incumbent, best_first
 
 SAFETY = 1e-12
 
@@ -290,139 +290,93 @@ def tighten(prob, items: Items, Dl, Dh, El, Eh, nl, nh, al):
     return Dl, Dh, El, Eh, keep
 
 
-@dataclass
-class UldlBnBResult:
-    L: np.ndarray
-    ul: np.ndarray
-    goodput: float
-    upper_bound: float
-    status: str
-    nodes: int
-    time_s: float
+class UldlSearch:
+    """The joint UL/DL problem as a :class:`spinlib.control.search.NodeSearch`: nodes are (D, E)
+    boxes, a range of the number of downloading devices and per-device item sets (module docstring).
+    Candidate rows are item indices [n, K] (:func:`item_vectors`)."""
 
+    def __init__(self, prob, *, enum_max: int = 512, n_root: int = 4, near_leaf_max: float = 1e5,
+                 near_leaf_width: float = 0.01):
+        self.prob, self.items = prob, make_items(prob)
+        self.enum_max, self.n_root = enum_max, n_root
+        self.near_leaf_max, self.near_leaf_width = near_leaf_max, near_leaf_width
+        self.c0 = float(sync_round_time(prob.scenario, 0.0, 0.0))
 
-def branch_and_bound_uldl(prob, L_inc, ul_inc, G_inc: float, ub_all_ul: float, *, gap: float = 1e-9,
-                          time_limit_s: float = 10.0, batch: int = 32, enum_max: int = 512,
-                          n_root: int = 4, near_leaf_max: float = 1e5, near_leaf_width: float = 0.01, max_nodes: int = 1000) -> UldlBnBResult:
-    """Best-first branch-and-bound over (D, E, n_DL) boxes and item sets (module docstring).
+    def evaluate(self, idx: np.ndarray) -> np.ndarray:
+        L, ul = item_vectors(self.items, idx)
+        return np.asarray(self.prob.goodput(L, ul), float).reshape(-1)
 
-    Parameters
-    ----------
-    prob : :class:`.uldl.Problem`.
-    L_inc, ul_inc, G_inc : the incumbent (its exact goodput [token/s]).
-    ub_all_ul : a certified upper bound on the all-UL vectors (``n_DL = 0``) [token/s].
-    gap : relative tolerance: nodes whose bound is ``<= G_inc (1 + gap)`` are discarded.
-    time_limit_s : wall-clock budget [s]; on expiry the open nodes' bounds enter the upper bound.
-    max_nodes : node budget (reproducible, unlike the clock); status "node_limit" when it binds.
+    def items_of(self, L, ul) -> np.ndarray:
+        """Item indices [K] of lengths ``L`` and modes ``ul`` (DL with L = 0 is item 0, as UL)."""
+        L = np.asarray(L, int)
+        return np.where(np.asarray(ul, bool) | (L == 0), L, self.prob.L_max + L)
 
-    Returns
-    -------
-    UldlBnBResult with ``goodput >= G_inc`` and ``upper_bound >= G*``.
-    """
-    t_start = time.perf_counter()
-    sc = prob.scenario
-    K = prob.K
-    items = make_items(prob)
-    I = items.L.shape[0]
-    best = [np.array(L_inc, int), np.array(ul_inc, bool), float(G_inc)]
-    closed = max(float(G_inc), float(ub_all_ul))
-    nodes = 0
+    def root(self, inc: Incumbent) -> dict:
+        prob, items, n_root = self.prob, self.items, self.n_root
+        sc, K = prob.scenario, prob.K
+        I = items.L.shape[0]
+        B, Pw, W = sc.radio.bandwidth_hz, sc.downlink.power_w, sc.downlink.bandwidth_hz
+        dl_items = items.n > 0
+        if not dl_items.any():  # no device can download: every vector is all-UL
+            return {}
+        rate_full = prob.rates.rate(np.full(K, B))
+        S_dl = items.S[~items.ul][0]
+        with np.errstate(divide="ignore"):
+            d1 = float(np.min(sc.tau + S_dl / rate_full))
+            a_w = sc.gain / sc.radio.noise_psd_w_per_hz
+            r_dl = W * np.log1p(Pw * a_w / W) / LN2
+            e1 = float(np.min(np.where(dl_items, items.c + items.d / r_dl[None, :], np.inf)))
+        top = float(items.N.max(axis=0).sum()) / inc.value - self.c0 if inc.value > 0 else np.inf
+        if not np.isfinite(top) or top <= d1 + e1:
+            return {}
+        D_top, E_top = top - e1, top - d1
+        dE = np.geomspace(d1 * (1 - SAFETY), D_top, n_root + 1)
+        eE = np.geomspace(e1 * (1 - SAFETY), E_top, n_root + 1)
+        n_edges = sorted({1, *[int(x) for x in np.unique(np.geomspace(1, K + 1, n_root + 1).astype(int))], K + 1})
+        cells = list(itertools.product(range(n_root), range(n_root), range(len(n_edges) - 1)))
+        base_allowed = np.ones((I, K), bool)
+        base_allowed[prob.L_max + 1:] = dl_items[prob.L_max + 1:]  # DL items that download (else same as UL)
+        return {"Dl": np.array([dE[a] for a, _, _ in cells]), "Dh": np.array([dE[a + 1] for a, _, _ in cells]),
+                "El": np.array([eE[b] for _, b, _ in cells]), "Eh": np.array([eE[b + 1] for _, b, _ in cells]),
+                "nl": np.array([n_edges[c] for _, _, c in cells], float),
+                "nh": np.array([n_edges[c + 1] - 1 for _, _, c in cells], float),
+                "al": np.broadcast_to(base_allowed, (len(cells), I, K)).copy()}
 
-    def offer(idx):
-        if len(idx) == 0:
-            return np.zeros(0)
-        L, ul = item_vectors(items, idx)
-        G = np.asarray(prob.goodput(L, ul), float).reshape(-1)
-        j = int(np.argmax(G))
-        if G[j] > best[2]:
-            best[0], best[1], best[2] = L[j].copy(), ul[j].copy(), float(G[j])
-        return G
-
-    B, Pw, W = sc.radio.bandwidth_hz, sc.downlink.power_w, sc.downlink.bandwidth_hz
-    c0 = float(sync_round_time(sc, 0.0, 0.0))
-    dl_items = items.n > 0
-    status = "optimal"
-    if not dl_items.any():  # no device can download: every vector is all-UL
-        ub = max(best[2], closed)
-        return UldlBnBResult(best[0], best[1], best[2], ub, status, 0, time.perf_counter() - t_start)
-    rate_full = prob.rates.rate(np.full(K, B))
-    S_dl = items.S[~items.ul][0]
-    with np.errstate(divide="ignore"):
-        d1 = float(np.min(sc.tau + S_dl / rate_full))
-        a_w = sc.gain / sc.radio.noise_psd_w_per_hz
-        r_dl = W * np.log1p(Pw * a_w / W) / LN2
-        e1 = float(np.min(np.where(dl_items, items.c + items.d / r_dl[None, :], np.inf)))
-    top = float(items.N.max(axis=0).sum()) / best[2] - c0 if best[2] > 0 else np.inf
-    if not np.isfinite(top) or top <= d1 + e1:
-        ub = max(best[2], closed)
-        return UldlBnBResult(best[0], best[1], best[2], ub, status, 0, time.perf_counter() - t_start)
-    D_top, E_top = top - e1, top - d1
-    dE = np.geomspace(d1 * (1 - SAFETY), D_top, n_root + 1)
-    eE = np.geomspace(e1 * (1 - SAFETY), E_top, n_root + 1)
-    n_edges = sorted({1, *[int(x) for x in np.unique(np.geomspace(1, K + 1, n_root + 1).astype(int))], K + 1})
-    cells = list(itertools.product(range(n_root), range(n_root), range(len(n_edges) - 1)))
-    Dl = np.array([dE[a] for a, _, _ in cells])
-    Dh = np.array([dE[a + 1] for a, _, _ in cells])
-    El = np.array([eE[b] for _, b, _ in cells])
-    Eh = np.array([eE[b + 1] for _, b, _ in cells])
-    nl = np.array([n_edges[c] for _, _, c in cells], float)
-    nh = np.array([n_edges[c + 1] - 1 for _, _, c in cells], float)
-    base_allowed = np.ones((I, K), bool)
-    base_allowed[prob.L_max + 1:] = dl_items[prob.L_max + 1:]  # DL items that download (else same as UL)
-    al = np.broadcast_to(base_allowed, (len(cells), I, K)).copy()
-
-    o = {"Dl": np.zeros(0), "Dh": np.zeros(0), "El": np.zeros(0), "Eh": np.zeros(0), "nl": np.zeros(0),
-         "nh": np.zeros(0), "al": np.zeros((0, I, K), bool), "ub": np.zeros(0), "ch": np.zeros((0, K), int)}
-    while True:
-        if len(Dl):  # tighten the intervals to what the item sets allow (drops empty nodes)
-            Dl, Dh, El, Eh, keep = tighten(prob, items, Dl, Dh, El, Eh, nl, nh, al)
-            Dl, Dh, El, Eh, nl, nh, al = (x[keep] for x in (Dl, Dh, El, Eh, nl, nh, al))
+    def expand(self, nodes: dict, inc: Incumbent):
+        prob, items, K = self.prob, self.items, self.prob.K
+        keys = ("Dl", "Dh", "El", "Eh", "nl", "nh", "al")
+        Dl, Dh, El, Eh, nl, nh, al = (nodes[k] for k in keys)
+        closed = -np.inf
+        # tighten the intervals to what the item sets allow (drops empty nodes)
+        Dl, Dh, El, Eh, keep = tighten(prob, items, Dl, Dh, El, Eh, nl, nh, al)
+        Dl, Dh, El, Eh, nl, nh, al = (x[keep] for x in (Dl, Dh, El, Eh, nl, nh, al))
         if len(Dl):
             size = al.sum(axis=1).astype(float)  # [M, K]
-            log_size = np.log(np.maximum(size, 1)).sum(axis=1)
-            small = log_size <= np.log(enum_max) + 1e-9
+            small = np.log(np.maximum(size, 1)).sum(axis=1) <= np.log(self.enum_max) + 1e-9
             for m in np.flatnonzero(small):
                 sets = [np.flatnonzero(al[m, :, k]) for k in range(K)]
                 if any(len(s) == 0 for s in sets):
                     continue
-                G = offer(np.array(list(itertools.product(*sets)), dtype=int))
-                closed = max(closed, float(G.max()))
+                closed = max(closed, float(inc.offer(np.array(list(itertools.product(*sets)), dtype=int)).max()))
             Dl, Dh, El, Eh, nl, nh, al = (x[~small] for x in (Dl, Dh, El, Eh, nl, nh, al))
-        if len(Dl):
-            res = uldl_node_bounds(prob, items, Dl, Dh, El, Eh, nl, nh, al, best[2] * (1 + gap))
-            nodes += len(Dl)
-            feas = res.upper > -np.inf
-            offer(res.choice[feas])
-            live = res.upper > best[2] * (1 + gap)
-            closed = max(closed, float(np.max(res.upper[~live], initial=-np.inf)))
-            for key, val in (("Dl", Dl), ("Dh", Dh), ("El", El), ("Eh", Eh), ("nl", nl), ("nh", nh),
-                             ("al", res.allowed), ("ub", res.upper), ("ch", res.choice)):
-                o[key] = np.concatenate([o[key], val[live]])
-        keep = o["ub"] > best[2] * (1 + gap)
-        if not keep.all():
-            closed = max(closed, float(np.max(o["ub"][~keep])))
-            o = {k: v[keep] for k, v in o.items()}
-        if len(o["ub"]) == 0:
-            break
-        if nodes >= max_nodes:
-            status = "node_limit"
-            break
-        if time.perf_counter() - t_start > time_limit_s:
-            status = "time_limit"
-            break
-        take = np.argsort(-o["ub"], kind="stable")[:batch]
-        rest = np.ones(len(o["ub"]), bool)
-        rest[take] = False
-        p = {k: v[take] for k, v in o.items()}
-        o = {k: v[rest] for k, v in o.items()}
-        den = p["Dl"] + p["El"] + c0
-        node_gap = (p["ub"] - best[2]) / p["ub"]
+        if not len(Dl):
+            return {}, closed, 0
+        res = uldl_node_bounds(prob, items, Dl, Dh, El, Eh, nl, nh, al, inc.threshold)
+        inc.offer(res.choice[res.upper > -np.inf])
+        return ({"Dl": Dl, "Dh": Dh, "El": El, "Eh": Eh, "nl": nl, "nh": nh, "al": res.allowed,
+                 "ub": res.upper, "ch": res.choice}, closed, len(Dl))
+
+    def split(self, p: dict, inc: Incumbent) -> dict:
+        """On the wider of the D and E intervals while it is at least half the node's gap (near a leaf,
+        intervals narrower than ``near_leaf_width`` are left to the enumeration), then on the number of
+        downloading devices, then on the item set of the device with the most items (at its choice)."""
+        den = p["Dl"] + p["El"] + self.c0
+        node_gap = (p["ub"] - inc.value) / p["ub"]
         wD = (p["Dh"] - p["Dl"]) / den
         wE = (p["Eh"] - p["El"]) / den
         size = p["al"].sum(axis=1)  # [n, K]
-        near_leaf = np.log(np.maximum(size, 1)).sum(axis=1) <= np.log(near_leaf_max)
-        # near a leaf, intervals narrower than near_leaf_width are left to the enumeration
-        thr = np.where(near_leaf, np.maximum(0.5 * node_gap, near_leaf_width), 0.5 * node_gap)
+        near_leaf = np.log(np.maximum(size, 1)).sum(axis=1) <= np.log(self.near_leaf_max)
+        thr = np.where(near_leaf, np.maximum(0.5 * node_gap, self.near_leaf_width), 0.5 * node_gap)
         by_DE = (np.maximum(wD, wE) >= thr) & (np.maximum(wD, wE) > 1e-12)
         by_n = ~by_DE & (p["nh"] > p["nl"]) & ~near_leaf
         by_user = ~by_DE & ~by_n
@@ -446,9 +400,64 @@ def branch_and_bound_uldl(prob, L_inc, ul_inc, G_inc: float, ub_all_ul: float, *
             cut = members[min(max(pos, 0), len(members) - 2)] if len(members) > 1 else members[0]
             c1["al"][r, cut + 1:, k] = False
             c2["al"][r, :cut + 1, k] = False
-        Dl, Dh, El, Eh, nl, nh, al = (np.concatenate([c1[k], c2[k]]) for k in ("Dl", "Dh", "El", "Eh", "nl", "nh", "al"))
-    ub = max(best[2], closed, float(np.max(o["ub"], initial=-np.inf)))
-    return UldlBnBResult(best[0], best[1], best[2], ub, status, nodes, time.perf_counter() - t_start)
+        return {k: np.concatenate([c1[k], c2[k]]) for k in ("Dl", "Dh", "El", "Eh", "nl", "nh", "al")}
 
 
-__all__ = ["Items", "make_items", "uldl_node_bounds", "branch_and_bound_uldl", "UldlBnBResult"]
+@dataclass(frozen=True)
+class UldlBnBResult:
+    """The lengths and modes found, their goodput [token/s] and the search's certificate."""
+
+    L: np.ndarray
+    ul: np.ndarray
+    goodput: float
+    certificate: Certificate
+
+    @property
+    def upper_bound(self) -> float:
+        return self.certificate.upper_bound
+
+    @property
+    def status(self) -> str:
+        return self.certificate.status
+
+    @property
+    def nodes(self) -> int:
+        return self.certificate.nodes
+
+    @property
+    def time_s(self) -> float:
+        return self.certificate.time_s
+
+
+def branch_and_bound_uldl(prob, L_inc, ul_inc, G_inc: float, ub_all_ul: float, *, gap: float = 1e-9,
+                          time_limit_s: float = 10.0, batch: int = 32, enum_max: int = 512,
+                          n_root: int = 4, near_leaf_max: float = 1e5, near_leaf_width: float = 0.01,
+                          max_nodes: int = 1000) -> UldlBnBResult:
+    """Best-first branch-and-bound over (D, E, n_DL) boxes and item sets (module docstring): the
+    engine of :func:`spinlib.control.search.best_first` on :class:`UldlSearch`.
+
+    Parameters
+    ----------
+    prob : :class:`.uldl.Problem`.
+    L_inc, ul_inc, G_inc : the incumbent (its exact goodput [token/s]).
+    ub_all_ul : a certified upper bound on the all-UL vectors (``n_DL = 0``) [token/s].
+    gap : relative tolerance: nodes whose bound is ``<= G_inc (1 + gap)`` are discarded.
+    time_limit_s : wall-clock budget [s]; on expiry the open nodes' bounds enter the upper bound.
+    max_nodes : node budget (reproducible, unlike the clock); status "node_limit" when it binds.
+
+    Returns
+    -------
+    UldlBnBResult with ``goodput >= G_inc`` and ``upper_bound >= G*``.
+    """
+    problem = UldlSearch(prob, enum_max=enum_max, n_root=n_root, near_leaf_max=near_leaf_max,
+                         near_leaf_width=near_leaf_width)
+    res = best_first(problem, problem.items_of(L_inc, ul_inc), G_inc, gap=gap, time_limit_s=time_limit_s,
+                     max_nodes=max_nodes, batch=batch, outside_bound=float(ub_all_ul))
+    if res.value > G_inc:
+        L, ul = item_vectors(problem.items, res.x)
+    else:  # the incumbent stands: keep its own modes (a DL device with L = 0 stays DL)
+        L, ul = np.array(L_inc, int), np.array(ul_inc, bool)
+    return UldlBnBResult(L, ul, res.value, res.certificate)
+
+
+__all__ = ["Items", "make_items", "uldl_node_bounds", "branch_and_bound_uldl", "UldlBnBResult", "UldlSearch"]

@@ -70,7 +70,9 @@ from .bandwidth import (
     min_makespan_bandwidth,
     required_bandwidth,
 )
-from .branch_and_bound import branch_and_bound_sync, certified_status, check_gap
+from .branch_and_bound import branch_and_bound_sync
+from .branch_and_bound_async import branch_and_bound_async
+from .search import certified_status, check_gap
 from .homogeneous import solve_homogeneous
 from .registry import register_policy
 
@@ -282,7 +284,7 @@ def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateMod
     limit = max(0.0, time_limit_s - (time.perf_counter() - t_start))
     bnb = branch_and_bound_sync(scenario, rates, table, best_L, best_G, gap=gap, time_limit_s=limit,
                                 max_nodes=nodes, batch=8 if big else 64, n_root=4 if big else 16)
-    best_L = bnb.L
+    best_L = bnb.x
     D, b = min_makespan_bandwidth(scenario, best_L, rates)
     G = float(sync_goodput(scenario, best_L, _tokens_of(table, best_L), D))
     ub = max(bnb.upper_bound, G)
@@ -359,8 +361,6 @@ def solve_heterogeneous_async(scenario: Scenario, L_max: int = 16, rates: RateMo
         upper_bound``, ``status`` ("optimal": gap <= :data:`OPTIMAL_GAP`; "gap_limit": stopped at a looser requested ``gap``; "node_limit" / "time_limit": stopped by the node budget / the clock),
         ``bnb_nodes``, ``bnb_time_s``, ``local_search_sweeps``, ``server_utilisation``.
     """
-    from .branch_and_bound_async import branch_and_bound_async
-
     gap = check_gap(gap)
     time_limit_s = check_nonnegative("time_limit_s", time_limit_s)
     nodes = node_budget(scenario.num_users) if max_nodes is None else check_int_range("max_nodes", max_nodes, 1, 10**9)
@@ -384,7 +384,7 @@ def solve_heterogeneous_async(scenario: Scenario, L_max: int = 16, rates: RateMo
     limit = max(0.0, time_limit_s - (time.perf_counter() - t_start))
     bnb = branch_and_bound_async(scenario, rates, table, best_L, best_G, gap=gap, time_limit_s=limit,
                                  max_nodes=nodes, batch=8 if big else 64)
-    best_L = bnb.L
+    best_L = bnb.x
     b, G = async_optimal_bandwidth(scenario, best_L, _tokens_of(table, best_L), rates)
     G = float(G)
     ub = max(bnb.upper_bound, G)

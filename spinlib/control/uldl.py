@@ -50,7 +50,7 @@ from ..modes import mode_names, mode_payload
 from ..rounds import Allocation, sync_goodput
 from ..scenario import Scenario, ValidationError, check_int_range, check_nonnegative, count_text
 from .bandwidth import min_makespan_bandwidth, required_bandwidth
-from .branch_and_bound import certified_status, check_gap
+from .search import certified_status, check_gap
 from .branch_and_bound_uldl import branch_and_bound_uldl
 from .power import min_max_downlink_power, required_power
 from .registry import register_policy
