@@ -27,6 +27,22 @@ knapsack. For any ``theta`` and any multiplier ``mu >= 0`` on the budget, every 
 
     F(L) <= U(theta, mu) = theta + Phi / den_min   if Phi >= 0,   theta + Phi / den_max   if Phi < 0.
 
+Two-end bound (the default). ``b_k(L, D)`` is convex and decreasing in D (``R_k^{-1}`` is convex
+and increasing for a concave rate, ``L S / (D - L tau)`` convex and decreasing), so its tangent at
+``D_hi`` is below it: ``b_k(L, D) >= b_k(L, D_hi) + s_kL (D_hi - D)`` with ``s_kL = -db_k/dD(D_hi)``.
+With these linear needs, for fixed (theta, mu) the right-hand side of the inequality above,
+taken at the node's own makespan ``D*(L)`` instead of ``D_lo``, is a maximum of functions linear
+in D, hence convex in D, and its maximum over ``[D_lo, D_hi]`` is at an end::
+
+    Phi(theta, mu) = max_{D in {D_lo, D_hi}} sum_k max_{L in box_k} [ N_k(L) - theta t1 L - mu bt_k(L, D) ]
+                                             + mu B - theta (D + c0)
+
+(``bt`` the tangent needs; exact at ``D_hi``), with ``den(L)`` in ``[D_lo + c0 + t1 sum lo,
+D_hi + c0 + t1 sum hi]``. Its slack is second order in the interval's width (the one-end bound's
+is first order), so far fewer makespan splits certify a gap (the two are measured side by side in
+``benchmarks/certified_scaling.py``). ``Phi`` is still convex and
+piecewise linear in mu, and the same search minimises it.
+
 So *every* pair (theta, mu) gives a valid bound; the solver only chooses good ones: mu minimises the
 convex piecewise-linear ``Phi(theta, .)`` (intersection-of-tangents search, exact at a vertex), and
 theta follows Dinkelbach's iteration from the incumbent (the bound converges to the Lagrangian,
@@ -94,7 +110,7 @@ class BoundResult:
 
 
 def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_lo, D_hi, lo, hi, theta0,
-                     n_dinkelbach: int = 3, n_mu: int = 40) -> BoundResult:
+                     n_dinkelbach: int = 3, n_mu: int = 40, tangent: bool = True, mu_tol: float = 1e-12) -> BoundResult:
     """Lagrangian/Dinkelbach upper bounds of model (A) on M nodes at once (see the module docstring).
 
     Parameters
@@ -104,6 +120,11 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
     lo, hi : [M, K] int boxes.
     theta0 : float or [M] first ratio tried [token/s] (the incumbent goodput): a node whose bound at
         ``theta0`` is already below ``theta0`` is settled by one multiplier search.
+    tangent : use the two-end bound with the needs' tangents at ``D_hi`` (slack second order in the
+        interval's width); ``False``: the one-end bound (needs at ``D_hi``, makespan at ``D_lo``; first order).
+    mu_tol : the multiplier search stops when the best ``Phi`` found is within ``mu_tol (|Phi| + theta den)``
+        of the tangents' lower bound on its minimum (any multiplier gives a valid bound; this only
+        decides how close to the best one the search goes).
     """
     K, P = table.shape
     M = len(D_lo)
@@ -113,8 +134,10 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
     Ls = np.arange(P)
     rows = np.arange(M)[:, None]
     cols = np.arange(K)[None, :]
-    cost = required_bandwidth(rates, S, Ls[None, :, None], tau[None, None, :], np.asarray(D_hi)[:, None, None])
-    cost = cost * (1.0 - SAFETY)
+    Dl = np.asarray(D_lo, dtype=float)
+    Dh = np.asarray(D_hi, dtype=float)
+    need = required_bandwidth(rates, S, Ls[None, :, None], tau[None, None, :], Dh[:, None, None])
+    cost = need * (1.0 - SAFETY)
     inbox = (Ls[None, :, None] >= lo[:, None, :]) & (Ls[None, :, None] <= hi[:, None, :]) & np.isfinite(cost)
     # smallest need of every user (its lowest length in the box; costs increase with L)
     c_min = np.min(np.where(inbox, cost, np.inf), axis=1)  # [M, K]
@@ -128,39 +151,81 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
     lo2 = np.where(any_in, np.argmax(inbox, axis=1), lo)
     hi2 = np.where(any_in, P - 1 - np.argmax(inbox[:, ::-1, :], axis=1), hi)
     cost = np.where(inbox, cost, 0.0)
-    den0 = np.asarray(D_lo) * (1.0 - SAFETY) + c0
-    den_min = den0 + t1 * lo2.sum(axis=1)
-    den_max = den0 + t1 * hi2.sum(axis=1)
+    # the ends of the makespan interval: e = 0 at D_hi (needs b(L, D_hi)), e = 1 at D_lo (needs from
+    # the tangent at D_hi, b(D_hi) + s (D_hi - D_lo) <= b(D_lo), s = -db/dD(D_hi) >= 0: b is convex in D)
+    den0 = [Dh * (1.0 - SAFETY) + c0, Dl * (1.0 - SAFETY) + c0]
+    costs = [cost]
+    if tangent:
+        Lf = Ls[None, :, None].astype(float)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            slack = Dh[:, None, None] - Lf * tau[None, None, :]
+            s = (Lf * S / slack) / (slack * rates.accurate_derivative(need))
+        s = np.where(inbox & (Lf > 0) & np.isfinite(s) & (s > 0), s, 0.0) * (1.0 - 1e-9)
+        costs.append(cost + s * (Dh - Dl)[:, None, None])
+    else:  # the one-end relaxation: needs at D_hi with the makespan of D_lo
+        den0 = [den0[1]]
+    n_end = len(costs)
+    den_min = den0[-1] + t1 * lo2.sum(axis=1)
+    den_max = den0[0] + t1 * hi2.sum(axis=1)
     Nt = table.T[None]  # [1, P, K]
 
     def choose(val, mu):
-        score = np.where(inbox, val - mu[:, None, None] * cost, -np.inf)
-        idx = np.argmax(score, axis=1)  # [M, K]
-        best = score[rows, idx, cols]
-        used = cost[rows, idx, cols].sum(axis=1)
-        return idx, best.sum(axis=1), used
+        """Phi(theta, mu) = max over the ends, its slope B - used and the choice of the larger end."""
+        out = None
+        for e in range(n_end):
+            score = val - mu[:, None, None] * costs[e]  # val is -inf outside the box, costs 0
+            idx = np.argmax(score, axis=1)  # [M, K]
+            phi = score[rows, idx, cols].sum(axis=1) + mu * B - theta * den0[e]
+            used = costs[e][rows, idx, cols].sum(axis=1)
+            if out is None:
+                out = [idx, phi, used, np.full(M, e)]
+            else:
+                # the larger end; at a tie the one of the larger slope (the right derivative of the max)
+                take = (phi > out[1]) | ((phi == out[1]) & (used < out[2]))
+                out = [np.where(take[:, None], idx, out[0]), np.where(take, phi, out[1]),
+                       np.where(take, used, out[2]), np.where(take, e, out[3])]
+        return out
 
     theta = np.broadcast_to(np.asarray(theta0, dtype=float), (M,)).copy()
     upper = np.full(M, np.inf)
     x_feas = lo2.copy()
     x_over = lo2.copy()
     for _ in range(n_dinkelbach):
-        val = Nt - theta[:, None, None] * t1 * Ls[None, :, None]  # [M, P, K]
+        val = np.where(inbox, Nt - theta[:, None, None] * t1 * Ls[None, :, None], -np.inf)  # [M, P, K]
         zero = np.zeros(M)
-        idx0, best0, used0 = choose(val, zero)
-        phi0 = best0 - theta * den0
+        idx0, phi0, used0, end0 = choose(val, zero)
         done = used0 <= B
-        # mu above every positive exchange rate: everyone takes its cheapest length
+        # mu above every positive exchange rate at both ends: everyone takes its cheapest length
         v_min = val[rows, lo2, cols]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = (val - v_min[:, None, :]) / (cost - c_min[:, None, :])
-        ratio = np.where(inbox & (cost > c_min[:, None, :]), ratio, 0.0)
-        mu_hi = np.maximum(ratio.max(axis=(1, 2)), 0.0) * (1 + 1e-9) + 1e-300
-        idx_hi, best_hi, used_hi = choose(val, mu_hi)
-        phi_hi = best_hi + mu_hi * B - theta * den0
+        mu_hi = np.zeros(M)
+        for e in range(n_end):
+            ce_min = costs[e][rows, lo2, cols]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = (val - v_min[:, None, :]) / (costs[e] - ce_min[:, None, :])
+            ratio = np.where(inbox & (costs[e] > ce_min[:, None, :]), ratio, 0.0)
+            mu_hi = np.maximum(mu_hi, ratio.max(axis=(1, 2)))
+        mu_hi = mu_hi * (1 + 1e-9) + 1e-300
+        idx_hi, phi_hi, used_hi, _ = choose(val, mu_hi)
+        # beyond mu_hi every end is linear in mu; if the larger end still descends there (its cheapest
+        # needs exceed B at D_lo), move to where the ends cross (the D_hi end never descends: base <= B)
+        for _ in range(2):
+            desc = ~done & ok & (used_hi > B)
+            if not desc.any():
+                break
+            lin = [None] * n_end
+            for e in range(n_end):
+                ce = costs[e][rows, lo2, cols].sum(axis=1)
+                lin[e] = (v_min.sum(axis=1) - mu_hi * ce + mu_hi * B - theta * den0[e], B - ce)
+            # crossing of the descending end with the D_hi end (slope >= 0)
+            (p0, s0), (p1, s1) = lin[0], lin[-1]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = (p1 - p0) / (s0 - s1)
+            step = np.where(np.isfinite(step) & (step > 0), step, 0.0)
+            mu_hi = np.where(desc, (mu_hi + step) * (1 + 1e-12) + 1e-300, mu_hi)
+            idx_hi, phi_hi, used_hi, _ = choose(val, mu_hi)
         mu_lo, phi_lo, used_lo, idx_lo = zero, phi0, used0, idx0
         phi_best = np.where(done, phi0, np.minimum(phi0, phi_hi))
-        live = ~done & ok
+        live = ~done & ok & (used_hi <= B)
         for _ in range(n_mu):
             if not live.any():
                 break
@@ -170,10 +235,9 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
             bad = ~np.isfinite(mu_x) | (mu_x <= mu_lo) | (mu_x >= mu_hi)
             mu_x = np.where(bad, 0.5 * (mu_lo + mu_hi), mu_x)
             line = phi_lo + s_lo * (mu_x - mu_lo)
-            idx_x, best_x, used_x = choose(val, mu_x)
-            phi_x = best_x + mu_x * B - theta * den0
+            idx_x, phi_x, used_x, _ = choose(val, mu_x)
             phi_best = np.where(live, np.minimum(phi_best, phi_x), phi_best)
-            vertex = phi_x <= line + 1e-13 * (np.abs(line) + theta * den0)
+            vertex = phi_x <= line + 1e-13 * (np.abs(line) + theta * den0[0])
             over = used_x > B
             upd_lo = live & over & ~vertex
             upd_hi = live & ~over & ~vertex
@@ -185,7 +249,9 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
             phi_hi = np.where(upd_hi, phi_x, phi_hi)
             used_hi = np.where(upd_hi, used_x, used_hi)
             idx_hi = np.where(upd_hi[:, None], idx_x, idx_hi)
-            live &= ~vertex & ((mu_hi - mu_lo) > 1e-14 * mu_hi)
+            # the tangents' crossing is a lower bound on min Phi: stop where phi_best is that close
+            near = phi_best - line <= mu_tol * (np.abs(phi_best) + theta * den0[0])
+            live &= ~vertex & ~near & ((mu_hi - mu_lo) > 1e-14 * mu_hi)
         bound = np.where(phi_best >= 0, theta + phi_best / den_min, theta + phi_best / den_max)
         upper = np.minimum(upper, bound)
         x_feas = np.where(done[:, None], idx0, idx_hi)
@@ -194,7 +260,7 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
         with np.errstate(divide="ignore", invalid="ignore"):
             lam = np.where(done, 0.0, np.clip((B - used_hi) / (used_lo - used_hi), 0.0, 1.0))
         num = lam * table[cols, x_over].sum(axis=1) + (1 - lam) * table[cols, x_feas].sum(axis=1)
-        den = den0 + t1 * (lam * x_over.sum(axis=1) + (1 - lam) * x_feas.sum(axis=1))
+        den = den0[-1] + t1 * (lam * x_over.sum(axis=1) + (1 - lam) * x_feas.sum(axis=1))
         new_theta = num / den
         if not np.any(ok & (phi_best > 0) & (new_theta > theta * (1 + 1e-15))):
             break
@@ -226,11 +292,11 @@ class SyncSearch:
     """
 
     def __init__(self, scenario: Scenario, rates: RateModel, table: np.ndarray, *, enum_max: int = 16,
-                 n_root: int = 16):
+                 n_root: int = 16, tangent: bool = True):
         self.scenario, self.rates, self.table = scenario, rates, table
         self.K, P = table.shape
         self.L_max = P - 1
-        self.enum_max, self.n_root = enum_max, n_root
+        self.enum_max, self.n_root, self.tangent = enum_max, n_root, tangent
         self.c0 = float(sync_round_time(scenario, 0.0, 0.0))
         self.t1 = scenario.server.t1_s_per_token
 
@@ -274,7 +340,8 @@ class SyncSearch:
             Dl, Dh, lo, hi = Dl[~small], Dh[~small], lo[~small], hi[~small]
         if not len(Dl):
             return {}, closed, 0
-        res = sync_node_bounds(sc, rates, self.table, Dl, Dh, lo, hi, inc.threshold)
+        res = sync_node_bounds(sc, rates, self.table, Dl, Dh, lo, hi, inc.threshold,
+                               mu_tol=max(1e-12, 1e-3 * inc.gap), tangent=self.tangent)
         feas = res.upper > -np.inf
         inc.offer(res.x_feas[feas])
         Dx = np.zeros(len(Dl))
@@ -312,7 +379,7 @@ class SyncSearch:
 
 def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarray, L_inc, G_inc: float, *,
                           gap: float = 1e-9, time_limit_s: float = 10.0, max_nodes: int | None = None, batch: int = 64,
-                          enum_max: int = 16, n_root: int = 16) -> SearchResult:
+                          enum_max: int = 16, n_root: int = 16, tangent: bool = True) -> SearchResult:
     """Best-first branch-and-bound of model (A) from the incumbent ``(L_inc, G_inc)``: the engine of
     :func:`spinlib.control.search.best_first` on :class:`SyncSearch`.
 
@@ -326,13 +393,14 @@ def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarra
     batch : nodes split per vectorised pass.
     enum_max : boxes with at most this many vectors are enumerated exactly.
     n_root : geometric makespan intervals of the root partition.
+    tangent : the two-end node bound (default) or the one-end bound (:func:`sync_node_bounds`).
 
     Returns
     -------
     SearchResult
         ``x`` the lengths [K], ``value >= G_inc``; ``upper_bound >= G*`` (module docstring).
     """
-    problem = SyncSearch(scenario, rates, table, enum_max=enum_max, n_root=n_root)
+    problem = SyncSearch(scenario, rates, table, enum_max=enum_max, n_root=n_root, tangent=tangent)
     return best_first(problem, np.asarray(L_inc, dtype=int), G_inc, gap=gap, time_limit_s=time_limit_s,
                       max_nodes=max_nodes, batch=batch)
 

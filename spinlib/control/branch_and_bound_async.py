@@ -32,7 +32,7 @@ approximately the maximiser. The bound does not rely on its accuracy: for a conc
 
 which equals ``g`` at the exact maximiser and exceeds it by a second-order amount elsewhere; so a
 Newton residual can only loosen the bound, never invalidate it. The derivative ``R'`` is computed
-without cancellation (a series for ``a/b < 1e-2``, :func:`_rate_derivative`); to cover the rounding
+without cancellation (a series for ``a/b < 1e-2``, :meth:`spinlib.channel.RateModel.accurate_derivative`); to cover the rounding
 of ``h``, ``h'`` (a few ulps) and of the sum over users each term gets the slack
 ``SAFETY (h + (h' + mu) B)`` with ``SAFETY = 1e-12`` and the sum a relative ``(K + 4) eps``.
 
@@ -61,7 +61,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..channel import LN2, RateModel
+from ..channel import RateModel
 from ..rounds import async_terms
 from ..scenario import Scenario
 from .bandwidth import async_best_response, async_marginal, async_optimal_bandwidth
@@ -70,24 +70,6 @@ from .search import Incumbent, SearchResult, best_first
 
 SAFETY = 1e-12  # relative slack per term against rounding (see module docstring)
 EPS = np.finfo(float).eps
-
-
-def _rate_derivative(rates: RateModel, b):
-    """``R'(b)`` without cancellation: for Shannon, ``ln2 R' = log1p(x) - x / (1 + x)`` with
-    ``x = a / b`` loses ``~2 eps / x`` relative for small x; there the alternating series
-    ``sum_{n >= 2} (-1)^n (n - 1) / n x^n`` (truncated after n = 12: relative error < 2 x^11)."""
-    if rates.kind != "shannon":
-        return rates.derivative(b)
-    a = rates.a
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        x = a / b
-        exact = np.log1p(x) - x / (1.0 + x)
-        xs = np.minimum(x, 1e-2)
-        series = np.zeros_like(xs)
-        for n in range(12, 1, -1):  # Horner in x
-            series = (series + (-1) ** n * (n - 1) / n) * xs
-        series = series * xs  # the loop leaves sum_{n>=2} c_n x^(n-1)
-    return np.where(x < 1e-2, series, exact) / LN2
 
 
 def response_bounds(rates: RateModel, B: float, mu, N, A, C, t_init=None):
@@ -102,7 +84,7 @@ def response_bounds(rates: RateModel, B: float, mu, N, A, C, t_init=None):
         R = rates.rate(b)
         den = A * R + C
         h = np.where(drafting, N * R / den, N / A)
-        d = np.where(drafting, N * C * _rate_derivative(rates, b) / den**2, 0.0)
+        d = np.where(drafting, N * C * rates.accurate_derivative(b) / den**2, 0.0)
         g = h - d * b + np.maximum(0.0, (d - mu) * B)
         g = g + SAFETY * (h + (d + mu) * B)
     g = np.where(drafting & ~np.isfinite(g), np.inf, g)  # never claim less than we can prove

@@ -268,10 +268,13 @@ def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateMod
     nodes = node_budget(scenario.num_users) if max_nodes is None else check_int_range("max_nodes", max_nodes, 1, 10**9)
     t_start = time.perf_counter()
     rates, K, table, hom = _prepare(scenario, L_max, rates)
-    cands, lower = sync_candidates(scenario, table, L_max, rates)
-    # exact evaluation of the few most promising candidates (by their grid lower bound)
-    order = np.argsort(-lower)[:6]
-    pool = np.vstack([np.array(hom.draft_lengths), np.zeros(K, dtype=int)] + [cands[i] for i in order])
+    big = K > BNB_FULL_USERS
+    pool = [np.array(hom.draft_lengths), np.zeros(K, dtype=int)]
+    if not big:  # above, the branch-and-bound's root nodes offer the same Lagrangian candidates
+        cands, lower = sync_candidates(scenario, table, L_max, rates)
+        # exact evaluation of the few most promising candidates (by their grid lower bound)
+        pool += [cands[i] for i in np.argsort(-lower)[:6]]
+    pool = np.vstack(pool)
     Gp, _ = evaluate_sync_lengths(scenario, pool, table, rates)
     i = int(np.argmax(Gp))
     best_L, best_G = pool[i], float(Gp[i])
@@ -280,7 +283,6 @@ def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateMod
         best_L, best_G, sweeps = local_search(
             lambda c: evaluate_sync_lengths(scenario, c, table, rates), best_L, best_G, L_max
         )
-    big = K > BNB_FULL_USERS
     limit = max(0.0, time_limit_s - (time.perf_counter() - t_start))
     bnb = branch_and_bound_sync(scenario, rates, table, best_L, best_G, gap=gap, time_limit_s=limit,
                                 max_nodes=nodes, batch=8 if big else 64, n_root=4 if big else 16)

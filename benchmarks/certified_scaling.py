@@ -1,0 +1,91 @@
+"""Certified search at scale: time, nodes and proven gap of ``heterogeneous-sync`` vs the number of users.
+
+    .venv/bin/python benchmarks/certified_scaling.py [--quick] [--allow-busy] [--threads N] [--wait-quiet S]
+
+Writes results/benchmarks/certified_scaling.json (``--quick``: under results/smoke/).
+
+Instances. ``random_scenario(K)`` with the default Llama-2 preset becomes server-bound as K grows
+(at K = 1,000 and beyond nobody drafts and the certificate is trivial), so the scaling family here
+grows the server and the band with the users: the server's per-token cost divided by ``K / 100``
+and the band multiplied by ``K / 100`` (``scaled_instance``); every instance of it has drafting
+users (the fraction is recorded). Seeds ``[K, i]``, i = 0..n-1.
+
+Per K and instance, from the same incumbent (the solver's own start: homogeneous optimum and
+server-only decoding, plus at K <= 64 its Lagrangian candidates and local search), the
+branch-and-bound runs to the requested gap with
+
+* the two-end node bound (``tangent=True``, the default), and
+* the one-end node bound it replaced (``tangent=False``; the reference),
+
+each under the same node budget and wall-clock limit; recorded: wall time, nodes, the certified
+gap and the status. The whole solver (``solve_heterogeneous_sync``) is timed too.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+
+import numpy as np
+
+from bench_common import Run, add_arguments, main_guard
+from spinlib import random_scenario
+from spinlib.acceptance import tokens_table
+from spinlib.channel import RateModel
+from spinlib.control.branch_and_bound import branch_and_bound_sync
+from spinlib.control.heterogeneous import solve_heterogeneous_sync
+from spinlib.control.homogeneous import solve_homogeneous
+
+GAP, L_MAX = 1e-4, 16
+
+
+def scaled_instance(K: int, seed) -> "object":
+    """``random_scenario(K)`` with the server's per-token cost / (K/100) and the band x (K/100)."""
+    s = random_scenario(K, seed=seed, access_latency_s=0.05)
+    f = K / 100
+    return dataclasses.replace(
+        s, server=dataclasses.replace(s.server, t1_s_per_token=s.server.t1_s_per_token / f),
+        radio=dataclasses.replace(s.radio, bandwidth_hz=s.radio.bandwidth_hz * f))
+
+
+def one(K: int, i: int, time_limit_s: float, max_nodes: int) -> dict:
+    s = scaled_instance(K, [K, i])
+    rates, table = RateModel.of(s), tokens_table(s, L_MAX)
+    hom = solve_homogeneous(s, L_MAX, rates)
+    G0 = hom.goodput_tokens_per_s
+    row = {"K": K, "instance": i}
+    for name, tangent in (("two_end", True), ("one_end", False)):
+        t0 = time.perf_counter()
+        r = branch_and_bound_sync(s, rates, table, np.array(hom.draft_lengths), G0, gap=GAP,
+                                  time_limit_s=time_limit_s, max_nodes=max_nodes,
+                                  batch=8 if K > 64 else 64, n_root=4 if K > 64 else 16, tangent=tangent)
+        row[name] = {"wall_s": time.perf_counter() - t0, "nodes": r.nodes, "gap": r.certificate.gap,
+                     "status": r.status, "goodput": r.value, "upper_bound": r.upper_bound}
+    t0 = time.perf_counter()
+    a = solve_heterogeneous_sync(s, L_MAX, gap=GAP, time_limit_s=time_limit_s)
+    row["solver"] = {"wall_s": time.perf_counter() - t0, "gap": a.info["gap"], "status": a.info["status"],
+                     "nodes": a.info["bnb_nodes"], "drafting_share": float(np.mean(np.array(a.draft_lengths) > 0))}
+    return row
+
+
+def main(args) -> dict:
+    run = Run("certified_scaling", args, what="the certified-scaling benchmark")
+    sizes = [100, 1000] if args.quick else [100, 1000, 10000]
+    n_inst = 2 if args.quick else 3
+    time_limit_s, max_nodes = 60.0, 2000
+    rows = []
+    for K in sizes:
+        for i in range(n_inst):
+            row = one(K, i, time_limit_s, max_nodes)
+            rows.append(row)
+            print(K, i, {k: (f"{v['wall_s']:.2f} s", v["nodes"], f"{v['gap']:.1e}", v["status"])
+                         for k, v in row.items() if isinstance(v, dict)}, flush=True)
+    return run.finish({"gap": GAP, "L_max": L_MAX, "time_limit_s": time_limit_s, "max_nodes": max_nodes,
+                       "family": "random_scenario(K, access_latency_s=0.05), t1 / (K/100), B x (K/100)",
+                       "rows": rows})
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_arguments(p)
+    main_guard(lambda: main(p.parse_args()))
