@@ -168,23 +168,6 @@ class RateModel:
             return shannon_rate_derivative(b, self.a[idx])
         return np.broadcast_to(self.c[idx], np.shape(b)).astype(float)
 
-    def accurate_derivative(self, b, idx=slice(None)):
-        """``R_k'(b)`` [bit/s/Hz] without cancellation (for certified bounds): for Shannon,
-        ``ln2 R' = log1p(x) - x / (1 + x)`` with ``x = a / b`` loses ``~2 eps / x`` relative for small
-        x; there the alternating series ``sum_{n >= 2} (-1)^n (n - 1) / n x^n`` (truncated after
-        n = 12: relative error < 2 x^11)."""
-        if self.kind != "shannon":
-            return self.derivative(b, idx)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            x = self.a[idx] / b
-            exact = np.log1p(x) - x / (1.0 + x)
-            xs = np.minimum(x, 1e-2)
-            series = np.zeros_like(xs)
-            for n in range(12, 1, -1):  # Horner in x
-                series = (series + (-1) ** n * (n - 1) / n) * xs
-            series = series * xs  # the loop leaves sum_{n>=2} c_n x^(n-1)
-        return np.where(x < 1e-2, series, exact) / LN2
-
     def second_derivative(self, b, idx=slice(None)):
         if self.kind == "shannon":
             return shannon_rate_second_derivative(b, self.a[idx])

@@ -84,7 +84,7 @@ import numpy as np
 from ..channel import RateModel
 from ..rounds import sync_goodput, sync_round_time
 from ..scenario import Scenario
-from .bandwidth import min_makespan_bandwidth, required_bandwidth
+from .bandwidth import accurate_rate_derivative, min_makespan_bandwidth, required_bandwidth
 from .search import Incumbent, SearchResult, best_first, certified_status, check_gap
 
 SAFETY = 1e-12  # relative slack against rounding in the rate inversion (see module docstring)
@@ -159,7 +159,7 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
         Lf = Ls[None, :, None].astype(float)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             slack = Dh[:, None, None] - Lf * tau[None, None, :]
-            s = (Lf * S / slack) / (slack * rates.accurate_derivative(need))
+            s = (Lf * S / slack) / (slack * accurate_rate_derivative(rates, need))
         s = np.where(inbox & (Lf > 0) & np.isfinite(s) & (s > 0), s, 0.0) * (1.0 - 1e-9)
         costs.append(cost + s * (Dh - Dl)[:, None, None])
     else:  # the one-end relaxation: needs at D_hi with the makespan of D_lo

@@ -32,7 +32,7 @@ approximately the maximiser. The bound does not rely on its accuracy: for a conc
 
 which equals ``g`` at the exact maximiser and exceeds it by a second-order amount elsewhere; so a
 Newton residual can only loosen the bound, never invalidate it. The derivative ``R'`` is computed
-without cancellation (a series for ``a/b < 1e-2``, :meth:`spinlib.channel.RateModel.accurate_derivative`); to cover the rounding
+without cancellation (a series for ``a/b < 1e-2``, :func:`.bandwidth.accurate_rate_derivative`); to cover the rounding
 of ``h``, ``h'`` (a few ulps) and of the sum over users each term gets the slack
 ``SAFETY (h + (h' + mu) B)`` with ``SAFETY = 1e-12`` and the sum a relative ``(K + 4) eps``.
 
@@ -64,7 +64,7 @@ import numpy as np
 from ..channel import RateModel
 from ..rounds import async_terms
 from ..scenario import Scenario
-from .bandwidth import async_best_response, async_marginal, async_optimal_bandwidth
+from .bandwidth import accurate_rate_derivative, async_best_response, async_marginal, async_optimal_bandwidth
 from .branch_and_bound import enumerate_boxes
 from .search import Incumbent, SearchResult, best_first
 
@@ -84,7 +84,7 @@ def response_bounds(rates: RateModel, B: float, mu, N, A, C, t_init=None):
         R = rates.rate(b)
         den = A * R + C
         h = np.where(drafting, N * R / den, N / A)
-        d = np.where(drafting, N * C * rates.accurate_derivative(b) / den**2, 0.0)
+        d = np.where(drafting, N * C * accurate_rate_derivative(rates, b) / den**2, 0.0)
         g = h - d * b + np.maximum(0.0, (d - mu) * B)
         g = g + SAFETY * (h + (d + mu) * B)
     g = np.where(drafting & ~np.isfinite(g), np.inf, g)  # never claim less than we can prove
