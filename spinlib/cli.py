@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .cliargs import SEED_MAX, seed_arg  # noqa: F401  (seed_arg: the CLIs' shared argument type)
 from .scenario import MAX_USERS, Scenario, ValidationError, loads_json, read_json
 
 
@@ -25,22 +26,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2 (argparse prints usage too; keep it short)
         sys.stderr.write(f"spinlib: error: {message}\n")
         raise SystemExit(2)
-
-
-SEED_MAX = 2**63 - 1  # numpy, torch and the JSON records all take a seed in 0..2**63 - 1
-
-
-def seed_arg(name: str = "--seed"):
-    """An ``argparse`` type: an integer seed in ``0..SEED_MAX`` (one line naming ``name`` otherwise)."""
-    def parse(text):
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if not 0 <= v <= SEED_MAX:
-            raise argparse.ArgumentTypeError(f"{name} must be in 0..2**63-1, got {text if len(text) < 40 else text[:37] + '...'}")
-        return v
-    return parse
 
 
 def _positive_int(name):

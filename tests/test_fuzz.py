@@ -1,6 +1,6 @@
 """Property-based fuzzing of the CLI boundary (issue 12): mutated scenarios and allocations
 (dropped, renamed, retyped fields, extreme numbers, random bytes) make every command either succeed
-with finite JSON output or fail with one line and exit 2 -- never a traceback (:mod:`spinlib.fuzz`).
+with finite JSON output or fail with one line and exit 2 -- never a traceback (``tests/fuzz_tools.py``).
 
 CI runs ``$SPINLIB_FUZZ_EXAMPLES`` examples per property (default 60); the long campaign,
 ``benchmarks/fuzz_campaign.py``, runs the same properties with more and records the count.
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spinlib import random_scenario
-from spinlib.fuzz import EXTREMES, apply, check_outcome, mutations, run_cli
+from fuzz_tools import EXTREMES, apply, check_outcome, mutations, run_cli
 from spinlib.presets import random_uldl_scenario
 
 EXAMPLES = int(os.environ.get("SPINLIB_FUZZ_EXAMPLES", "60"))
@@ -96,7 +96,7 @@ def test_mutations_never_share_or_corrupt_their_templates():
     import copy
     import json
 
-    from spinlib.fuzz import RETYPES, apply
+    from fuzz_tools import RETYPES, apply
 
     before = copy.deepcopy(RETYPES)
     doc = {"a": [1, 2], "b": {"c": 3}}

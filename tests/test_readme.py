@@ -1,4 +1,4 @@
-"""The README's "Add your own policy" and "Run sweeps on a cluster" snippets run as written."""
+"""The README's snippets (own policy, sweeps on a cluster, own certified search, claim map) run as written."""
 import re
 import subprocess
 import sys
@@ -18,7 +18,8 @@ def _python_blocks(section: str) -> list[str]:
 
 
 @pytest.mark.campaign
-@pytest.mark.parametrize("section", ["Add your own policy", "Run sweeps on a cluster"])
+@pytest.mark.parametrize("section", ["Add your own policy", "Run sweeps on a cluster", "Certify your own search problem",
+                                     "Map a claim over its region"])
 def test_readme_snippet_runs(section, tmp_path):
     code = "\n".join(_python_blocks(section))
     script = tmp_path / "snippet.py"
@@ -28,8 +29,12 @@ def test_readme_snippet_runs(section, tmp_path):
     if section == "Add your own policy":
         assert "(2, 2, 2, 0, 0, 0)" in r.stdout  # the value its comment states
         assert "first-half-drafts" in r.stdout
-    else:
+    elif section == "Run sweeps on a cluster":
         assert re.search(r"^\d+ records$", r.stdout, flags=re.M)
+    elif section == "Certify your own search problem":
+        assert "optimal" in r.stdout and "certified optimum equals brute force: True" in r.stdout
+    else:
+        assert "verdict" in r.stdout and "'holds'" in r.stdout
 
 
 def test_readme_bash_examples_use_declared_options():

@@ -96,6 +96,74 @@ def ratio_campaign(n_instances: int, seed: int, k_max: int = 30, phi_steps: int 
     return out
 
 
+#: the region of generator settings the hybrid-regime study explores (log-uniform where the range spans decades)
+REGIME_REGION = {
+    "num_users": (10, 400),  # K, log-uniform integer
+    "memory_gb": (16.0, 80.0),  # GPU memory, log-uniform
+    "budget_ms_low": (1.0, 40.0),  # lowest per-token budget, log-uniform
+    "budget_spread": (1.0, 20.0),  # highest / lowest per-token budget, log-uniform
+    "output_low": (8, 512),  # shortest output [tokens], log-uniform
+    "output_spread": (1.0, 16.0),  # longest / shortest output, log-uniform
+    "prompt_low": (16, 4096),  # shortest prompt [tokens], log-uniform
+    "prompt_spread": (1.0, 8.0),  # longest / shortest prompt, log-uniform
+    "alpha_low": (0.05, 0.9),  # lowest acceptance rate, uniform
+    "alpha_high": (0.05, 0.98),  # highest acceptance rate, uniform above alpha_low
+    "draft_length": (2, 8),  # L, uniform integer
+}
+
+
+def _draw_setting(rng: np.random.Generator) -> dict:
+    R = REGIME_REGION
+
+    def logu(lo, hi):
+        return float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
+
+    K = int(round(logu(*R["num_users"])))
+    a_lo = float(rng.uniform(*R["alpha_low"]))
+    a_hi = float(rng.uniform(max(a_lo, R["alpha_high"][0]), R["alpha_high"][1]))
+    b_lo = logu(*R["budget_ms_low"])
+    o_lo = int(round(logu(*R["output_low"])))
+    p_lo = int(round(logu(*R["prompt_low"])))
+    return {"num_users": K, "memory_gb": logu(*R["memory_gb"]),
+            "token_budget_ms": (b_lo, b_lo * logu(*R["budget_spread"])),
+            "output_tokens": (o_lo, max(o_lo, int(round(o_lo * logu(*R["output_spread"]))))),
+            "prompt_tokens": (p_lo, max(p_lo, int(round(p_lo * logu(*R["prompt_spread"]))))),
+            "alpha_range": (a_lo, a_hi), "draft_length": int(rng.integers(R["draft_length"][0], R["draft_length"][1] + 1))}
+
+
+def hybrid_regime_point(setting: dict, seed: np.random.SeedSequence, phi_steps: int = 20) -> dict:
+    """One point of :func:`hybrid_regime_study`: one instance of ``setting``, served users of BALANCE
+    and of the two single-mode schedules (each schedule re-checked with :func:`feasible`)."""
+    kw = {k: v for k, v in setting.items() if k != "num_users"}
+    inst = random_instance(setting["num_users"], np.random.default_rng(seed), **kw)
+    rec = {"K": inst.num_users, "memory_gb": setting["memory_gb"], "budget_ms_low": setting["token_budget_ms"][0],
+           "budget_ms_high": setting["token_budget_ms"][1], "output_low": setting["output_tokens"][0],
+           "output_high": setting["output_tokens"][1], "prompt_low": setting["prompt_tokens"][0],
+           "prompt_high": setting["prompt_tokens"][1], "alpha_low": setting["alpha_range"][0],
+           "alpha_high": setting["alpha_range"][1], "draft_length": setting["draft_length"]}
+    for p in ("balance", "ad-only", "sd-only"):
+        s = solve_balance(inst, p, **_kwargs(p, phi_steps))
+        if not feasible(inst, s).ok:
+            raise AssertionError(f"{p} returned an infeasible schedule")
+        rec[p] = s.served
+        if p == "balance":
+            rec["balance_ad"], rec["balance_sd"], rec["balance_phi"] = s.num_ad, s.num_sd, s.phi
+    return rec
+
+
+def hybrid_regime_study(n_points: int, seed: int, phi_steps: int = 20) -> list[dict]:
+    """Where does the hybrid serve more users than both single modes? ``n_points`` generator settings
+    drawn from :data:`REGIME_REGION` (one :class:`numpy.random.SeedSequence` from ``seed``, spawned per
+    point: a point's setting and instance depend only on ``(seed, point)``), one instance each; one
+    record per point (:func:`hybrid_regime_point`, with its setting)."""
+    out = []
+    for i, child in enumerate(np.random.SeedSequence(seed).spawn(n_points)):
+        draw, inst_seed = child.spawn(2)
+        rec = hybrid_regime_point(_draw_setting(np.random.default_rng(draw)), inst_seed, phi_steps)
+        out.append({"point": i, **rec})
+    return out
+
+
 def counterexample_counts(K: int) -> dict:
     """``served`` by ``greedy``, ``balance`` and ``milp`` on :func:`greedy_counterexample` ``(K)``."""
     inst = greedy_counterexample(K)

@@ -115,22 +115,31 @@ class Incumbent:
     evaluate: Callable[[np.ndarray], np.ndarray]
     gap: float = 0.0
     offered: int = field(default=0)
+    prune: Callable[[float, float], float] | None = None
 
     def offer(self, X) -> np.ndarray:
         """Exact values of the candidate rows ``X`` (the incumbent moves to the best if it improves)."""
         X = np.asarray(X)
         if len(X) == 0:
             return np.zeros(0)
-        values = np.asarray(self.evaluate(X), dtype=float).reshape(-1)
+        return self.consider(X, self.evaluate(X))
+
+    def consider(self, X, values) -> np.ndarray:
+        """As :meth:`offer` with the exact ``values`` of ``X`` already computed (by a problem whose
+        evaluation yields more than the value)."""
+        values = np.asarray(values, dtype=float).reshape(-1)
+        if len(values) == 0:
+            return values
         self.offered += len(values)
         i = int(np.argmax(values))
         if values[i] > self.value:
-            self.x, self.value = X[i].copy(), float(values[i])
+            self.x, self.value = np.asarray(X)[i].copy(), float(values[i])
         return values
 
     @property
     def threshold(self) -> float:
-        return self.value * (1 + self.gap)
+        """``value (1 + gap)`` by default; a problem whose objective can be negative passes its own rule."""
+        return self.value * (1 + self.gap) if self.prune is None else self.prune(self.value, self.gap)
 
 
 class NodeSearch(Protocol):
@@ -154,7 +163,8 @@ def _size(nodes: dict[str, np.ndarray] | None) -> int:
 
 
 def best_first(problem: NodeSearch, x0, value0: float, *, gap: float = 1e-9, time_limit_s: float = 10.0,
-               max_nodes: int | None = None, batch: int = 64, outside_bound: float = -np.inf) -> SearchResult:
+               max_nodes: int | None = None, batch: int = 64, outside_bound: float = -np.inf,
+               prune: Callable[[float, float], float] | None = None) -> SearchResult:
     """Best-first branch-and-bound of ``problem`` from the incumbent ``(x0, value0)``.
 
     Parameters
@@ -166,6 +176,8 @@ def best_first(problem: NodeSearch, x0, value0: float, *, gap: float = 1e-9, tim
     batch : open nodes split per vectorised pass (the best-bounded ones; ties broken by age).
     outside_bound : a bound proven apart for the points the tree does not hold (their optimum is
         ``<= outside_bound``); it enters the certificate's upper bound.
+    prune : ``prune(value, gap) -> threshold`` -- a node stays open while its bound exceeds it
+        (default ``value (1 + gap)``; an objective that can be negative needs an absolute scale).
 
     Returns
     -------
@@ -173,7 +185,7 @@ def best_first(problem: NodeSearch, x0, value0: float, *, gap: float = 1e-9, tim
         ``value >= value0`` and ``certificate.upper_bound >= `` the optimum (module docstring).
     """
     t_start = time.perf_counter()
-    inc = Incumbent(np.asarray(x0).copy(), float(value0), problem.evaluate, gap)
+    inc = Incumbent(np.asarray(x0).copy(), float(value0), problem.evaluate, gap, prune=prune)
     closed = max(inc.value, outside_bound)  # largest bound of every node closed so far (enumerated, cut or discarded)
     nodes = 0
     status = "optimal"

@@ -6,7 +6,7 @@ allocation (from any policy) instead, in three steps:
 1. **a trace** of per-round inputs (:mod:`~spinlib.emulator.traces`): drafted and accepted tokens
    of every round and user -- acceptances drawn (``"iid"``: ``P(A >= i) = alpha^i``;
    ``"profile"``: ``P(A >= i) = pi_i``, the user's measured prefix profile) or taken from **real
-   speculative decoding** (:mod:`~spinlib.emulator.replay`) -- with the bits each round carries
+   speculative decoding** (:mod:`~spinlib.emulator.real_traces`) -- with the bits each round carries
    (:func:`spinlib.modes.realised_bits`) and the compute times;
 2. **a channel realisation** (:mod:`~spinlib.emulator.fading`): block fading ``"static"``,
    ``"rayleigh"`` or ``"markov"``; transfers take the rate model's time for the round's bits
@@ -27,8 +27,8 @@ from .clock import ClockResult, async_clock, sync_clock
 from .config import ACCEPTANCE_MODELS, COMPUTE_MODELS, SERVER_MODELS, EmulatorConfig
 from .fading import FADING_MODELS, Fading
 from .links import transfer_times
-from .replay import (PREDICTIONS, REAL_TASKS, acceptance_scenarios, prompt_betas, real_prompts,
-                     real_rounds_vs_models, real_trace)
+from .real_traces import REAL_TASKS, real_prompts, real_trace
+from .replay import PREDICTIONS, acceptance_scenarios, prompt_betas, real_rounds_vs_models
 from .stats import ratio_interval, ratio_sum_interval
 from .testbed import EmulationResult, emulate
 from .traces import Trace, synthetic_trace, trace_bits, uplink_mask

@@ -9,6 +9,7 @@ from ..rounds import Allocation, check_allocation, evaluate
 from ..scenario import Scenario, ValidationError
 from .clock import async_clock, sync_clock
 from .config import EmulatorConfig
+from .real_traces import real_trace  # torch and the models load inside it only
 from .traces import synthetic_trace
 
 
@@ -81,7 +82,7 @@ def emulate(scenario: Scenario, alloc: Allocation, cfg: EmulatorConfig | None = 
     """Play ``alloc`` out on ``scenario``; returns what was measured.
 
     The trace comes from :func:`spinlib.emulator.traces.synthetic_trace` or, with
-    ``cfg.real_models``, :func:`spinlib.emulator.replay.real_trace`; the fading factors from
+    ``cfg.real_models``, :func:`spinlib.emulator.real_traces.real_trace`; the fading factors from
     ``cfg.fading``; the clock is :func:`spinlib.emulator.clock.async_clock` for asynchronous
     paper-1 allocations and :func:`spinlib.emulator.clock.sync_clock` otherwise. The interval is a
     delta-method confidence interval at level ``confidence`` of the ratio estimator
@@ -96,8 +97,6 @@ def emulate(scenario: Scenario, alloc: Allocation, cfg: EmulatorConfig | None = 
                               f"(lower rounds; memory grows with rounds x users)")
     rng = np.random.default_rng(cfg.seed)
     if cfg.real_models is not None:
-        from .replay import real_trace  # torch and the models load only here
-
         tr = real_trace(scenario, alloc, cfg, progress)
     else:
         tr = synthetic_trace(scenario, alloc, cfg.rounds, cfg.acceptance, rng)

@@ -2,7 +2,7 @@
 
 A :class:`Trace` holds ``[R, K]`` arrays (rounds x users). It is either synthetic
 (:func:`synthetic_trace`: acceptances drawn from the scenario's acceptance model) or replayed
-from real speculative decoding (:func:`spinlib.emulator.replay.real_trace`). The bits of a
+from real speculative decoding (:func:`spinlib.emulator.real_traces.real_trace`). The bits of a
 round are never counted here: :func:`trace_bits` asks :func:`spinlib.modes.realised_bits`.
 """
 from __future__ import annotations

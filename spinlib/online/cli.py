@@ -20,6 +20,8 @@ import json
 import math
 import sys
 
+from ..cliargs import seed_arg
+
 METRICS = ("tokens_per_s", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "energy_per_token_j",
            "energy_per_round_j", "energy_debt_j", "regret_fixed_s", "regret_clairvoyant_s", "mean_L",
            "tokens_per_round")
@@ -38,7 +40,6 @@ def _interval(lo, hi):
 
 def add_arena_parser(subparsers):
     """Add the ``arena`` sub-command to an ``argparse`` sub-parser collection; returns its parser."""
-    from ..cli import seed_arg
 
     p = subparsers.add_parser("arena", help="run online draft-length controllers on identical inputs")
     p.add_argument("--controllers", default="ucb-specstop,naive-ucb,specdec++,hf-heuristic,gelato,fixed:L=4",
@@ -192,7 +193,6 @@ def add_replan_parser(subparsers):
         python -m spinlib replan cell.json --fading rayleigh --rounds 500 \\
             --controllers plan-on-average,replan-dinkelbach,energy-queue:V=0.1 --seed 0 --json
     """
-    from ..cli import seed_arg
     from .multiuser import DEFAULT_CONTROLLERS
 
     p = subparsers.add_parser("replan", help="multi-user controllers re-planning every round on the current channel")

@@ -60,6 +60,89 @@ def critical_delay_study(pairs, D_grid_s, L_max: int = 12) -> dict:
     return out
 
 
+def critical_delay_two_points(S, t_d: float, T2: float, T3: float) -> float:
+    """The critical delay from verification times measured at 2 and 3 positions, without the linear fit:
+    ``J(L) = (L t_d + T(L+1) + D) / N(L)`` with ``N(L) = sum_{i<=L} S_i``; ``J(1) = J(2)`` at::
+
+        D_c = [ N1 (2 t_d + T3) - N2 (t_d + T2) ] / (N2 - N1),   N1 = 1 + S1,  N2 = N1 + S2   [s]
+
+    (equal to :func:`~spinlib.online.stopping.critical_delay` when ``T(n) = t0 + t1 n``; ``inf`` when S2 = 0)."""
+    S = np.asarray(S, float)
+    N1, N2 = 1.0 + S[1], 1.0 + S[1] + S[2]
+    if S[2] == 0:
+        return math.inf
+    return float((N1 * (2 * t_d + T3) - N2 * (t_d + T2)) / (N2 - N1))
+
+
+def _median_se(q25, q75, n):
+    """Standard error of a median of ``n`` samples from its quartiles (normal approximation:
+    ``sigma = IQR / 1.349``, ``se = 1.2533 sigma / sqrt(n)``)."""
+    return 1.2533 * (np.asarray(q75, float) - np.asarray(q25, float)) / 1.349 / np.sqrt(n)
+
+
+def critical_delay_intervals(pairs, L_max: int = 12, n_boot: int = 400, seed: int = 0,
+                             confidence: float = 0.95, verify_repeats: int = 5) -> dict:
+    """The critical delay of each pair with a bootstrap interval carried from the measurements.
+
+    One replicate: the pair's task summaries resampled with replacement; in each, every median
+    (draft seconds per token, verification seconds at each size) moved by a normal draw with the
+    median's standard error from its quartiles (``verify_repeats`` timed passes per size, the draft's
+    own count); the line ``t0 + t1 N`` refitted per task; medians over the resampled tasks (as
+    :func:`pair_timings`); the prefix survival pooled over task streams resampled with replacement.
+    The interval is the replicates' percentile interval. Beside it, the linear fit's adequacy: its
+    RMS residual, and :func:`critical_delay_two_points` from the measured times at 2 positions and
+    the interpolation at 3 (no fit). One ``SeedSequence(seed)``, one child per pair.
+    """
+    from ..paths import DATA
+
+    out = {}
+    for pair, child in zip(pairs, np.random.SeedSequence(seed).spawn(len(pairs))):
+        rng = np.random.default_rng(child)
+        files = sorted((DATA / "measurements" / pair).glob("*.summary.json"))
+        if not files:
+            raise ValidationError(f"no committed measurements of pair {pair!r} under data/measurements")
+        tim = [json.loads(f.read_text())["timing"] for f in files]
+        streams = pair_streams(pair)
+        runs = [st.cyclic_runs(L_max + 1) for st in streams]
+
+        def survival(idx):
+            r = np.concatenate([runs[i] for i in idx])
+            return np.array([1.0] + [float(np.mean(r >= i)) for i in range(1, L_max + 1)])
+
+        point = pair_timings(pair)
+        S0 = survival(range(len(runs)))
+        dc0 = critical_delay(S0, RoundCosts(point["t_d"], point["t0"], point["t1"], 0.0))
+        reps = []
+        for _ in range(n_boot):
+            pick = rng.integers(0, len(tim), len(tim))
+            t_d, t0, t1 = [], [], []
+            for i in pick:
+                t = tim[i]
+                d = t["draft_spread"]
+                t_d.append(d["median_s"] + rng.normal(0.0, _median_se(d["q25_s"], d["q75_s"], d["n"])))
+                sizes = np.asarray(t["verify_sizes"], float)
+                se = _median_se(t["verify_fit"]["q25_s"], t["verify_fit"]["q75_s"], verify_repeats)
+                y = np.asarray(t["verify_s"], float) + rng.normal(0.0, se)
+                b1, b0 = np.polyfit(sizes, y, 1)
+                t0.append(b0)
+                t1.append(b1)
+            S = survival(rng.integers(0, len(runs), len(runs)))
+            costs = RoundCosts(max(float(np.median(t_d)), 1e-9), max(float(np.median(t0)), 0.0),
+                               max(float(np.median(t1)), 0.0), 0.0)
+            reps.append(critical_delay(S, costs))
+        reps = np.asarray(reps, float)
+        lo, hi = np.quantile(reps, [(1 - confidence) / 2, (1 + confidence) / 2])
+        T2 = float(np.median([np.interp(2, t["verify_sizes"], t["verify_s"]) for t in tim]))
+        T3 = float(np.median([np.interp(3, t["verify_sizes"], t["verify_s"]) for t in tim]))
+        out[pair] = {"D_c_s": float(dc0), "ci_low_s": float(lo), "ci_high_s": float(hi), "confidence": confidence,
+                     "n_boot": n_boot, "replicates_s": reps.tolist(),
+                     "fit_rms_residual_s": float(np.median([t["verify_fit"]["rms_residual_s"] for t in tim])),
+                     "D_c_two_points_s": critical_delay_two_points(S0, point["t_d"], T2, T3),
+                     "T2_s": T2, "T3_s": T3, "fit_T2_s": point["t0"] + 2 * point["t1"],
+                     "fit_T3_s": point["t0"] + 3 * point["t1"]}
+    return out
+
+
 def log_growth_study(pairs, D_values_s, L_cap: int = 400) -> dict:
     """``L*(D)`` of the i.i.d. fit of each pair (``alpha = S(1)``) for large delays, the least-squares
     slope of ``L*`` against ``ln D`` and the law's slope ``1 / ln(1/alpha)``."""

@@ -110,6 +110,7 @@ from ..channel import RateModel
 from ..control.bandwidth import min_makespan_bandwidth, required_bandwidth
 from ..control.branch_and_bound import SAFETY, enumerate_boxes
 from ..control.heterogeneous import BNB_FULL_USERS, solve_heterogeneous_sync
+from ..control.search import best_first
 from ..emulator.clock import sync_clock
 from ..emulator.fading import FADING_MODELS, Fading
 from ..emulator.testbed import MAX_ROUND_USER_CELLS
@@ -346,101 +347,106 @@ def maximise_round(scenario: Scenario, rates: RateModel, u, w, price: float, *, 
     if not (math.isfinite(price) and price >= 0):
         raise ValidationError(f"price must be a finite number >= 0, got {price!r}")
     L_max = P - 1
-    tau, S, B = scenario.tau, scenario.payload.bits_per_token, scenario.radio.bandwidth_hz
-    c0 = round_constant_s(scenario)
+    problem = _RoundSearch(scenario, rates, u, w, price, enum_max, n_root)
     pool = np.vstack([np.zeros((1, K), dtype=int)] + [np.asarray(s, dtype=int).reshape(1, K) for s in seeds])
     pool = np.clip(pool, 0, L_max)
-    J, _, _ = round_objective(scenario, rates, u, w, price, pool)
+    J = problem.evaluate(pool)
     i = int(np.argmax(J))
-    best_L, best_J = pool[i].copy(), float(J[i])
-    closed_max = best_J
-    nodes = 0
+    scale = price * problem.c0
 
-    def tol() -> float:
-        return gap * max(abs(best_J), price * c0, 1e-300)
+    def prune(value: float, g: float) -> float:  # absolute scale: J can be negative
+        return value + g * max(abs(value), scale, 1e-300)
 
-    def offer(cand):
+    res = best_first(problem, pool[i], float(J[i]), gap=gap, time_limit_s=math.inf, max_nodes=max_nodes,
+                     batch=batch, prune=prune)
+    D, b = min_makespan_bandwidth(scenario, res.x, rates)
+    return RoundSolution(np.asarray(res.x).copy(), np.asarray(b), float(D), res.value, res.upper_bound, res.status,
+                         res.nodes)
+
+
+class _RoundSearch:
+    """:func:`maximise_round` as a :class:`spinlib.control.search.NodeSearch` (nodes: makespan
+    intervals and length boxes, as model (A)'s)."""
+
+    def __init__(self, scenario, rates, u, w, price, enum_max, n_root):
+        self.scenario, self.rates, self.u, self.w, self.price = scenario, rates, u, w, price
+        self.enum_max, self.n_root = enum_max, n_root
+        self.K, P = u.shape
+        self.L_max = P - 1
+        self.c0 = round_constant_s(scenario)
+
+    def _objective(self, X):
+        J, D, _ = round_objective(self.scenario, self.rates, self.u, self.w, self.price, X)
+        return np.asarray(J, dtype=float).reshape(-1), np.asarray(D)
+
+    def evaluate(self, X):
+        return self._objective(X)[0]
+
+    def _offer(self, inc, X):
         """Exact ``J`` and ``D*`` of candidate vectors; the best becomes the incumbent if it is better."""
-        nonlocal best_L, best_J
-        if len(cand) == 0:
+        if len(X) == 0:
             return np.zeros(0), np.zeros(0)
-        Jc, Dc, _ = round_objective(scenario, rates, u, w, price, cand)
-        j = int(np.argmax(Jc))
-        if Jc[j] > best_J:
-            best_L, best_J = cand[j].copy(), float(Jc[j])
-        return Jc, np.asarray(Dc)
+        J, D = self._objective(X)
+        inc.consider(X, J)
+        return J, D
 
-    def finish(status, open_ub):
-        D, b = min_makespan_bandwidth(scenario, best_L, rates)
-        ub = max(best_J, closed_max, float(np.max(open_ub, initial=-np.inf)))
-        return RoundSolution(best_L.copy(), np.asarray(b), float(D), best_J, ub, status, nodes)
+    def root(self, inc) -> dict:
+        # every L != 0 has D*(L) >= min_k (tau_k + S / R_k(B)) and, by the equal split of the band among
+        # the drafting users, D*(L) <= L_max max_k (tau_k + S / R_k(B / K)); J(L) <= sum_k max u_k
+        # - D*(L) (Lambda + sum_k w_k^-) - Lambda c0 prunes the makespans that cannot beat the incumbent
+        sc, K, rates = self.scenario, self.K, self.rates
+        tau, S, B = sc.tau, sc.payload.bits_per_token, sc.radio.bandwidth_hz
+        with np.errstate(divide="ignore"):
+            d1 = float(np.min(tau + S / rates.rate(np.full(K, B))))
+            d_eq = float(np.max(tau + S / rates.rate(np.full(K, B / K))))
+        D_top = self.L_max * d_eq
+        slope = self.price + float(np.minimum(self.w, 0.0).sum())
+        if slope > 0:
+            D_top = min(D_top, (float(self.u.max(axis=1).sum()) - self.price * self.c0 - inc.value) / slope)
+        if not (np.isfinite(D_top) and D_top > d1):
+            return {}
+        edges = np.geomspace(d1 * (1 - SAFETY), D_top, self.n_root + 1)
+        return {"Dl": edges[:-1], "Dh": edges[1:], "lo": np.zeros((self.n_root, K), dtype=int),
+                "hi": np.full((self.n_root, K), self.L_max, dtype=int)}
 
-    # root: every L != 0 has D*(L) >= min_k (tau_k + S / R_k(B)) and, by the equal split of the band among
-    # the drafting users, D*(L) <= L_max max_k (tau_k + S / R_k(B / K)); J(L) <= sum_k max u_k
-    # - D*(L) (Lambda + sum_k w_k^-) - Lambda c0 prunes the makespans that cannot beat the incumbent
-    with np.errstate(divide="ignore"):
-        d1 = float(np.min(tau + S / rates.rate(np.full(K, B))))
-        d_eq = float(np.max(tau + S / rates.rate(np.full(K, B / K))))
-    D_top = L_max * d_eq
-    slope = price + float(np.minimum(w, 0.0).sum())
-    if slope > 0:
-        D_top = min(D_top, (float(u.max(axis=1).sum()) - price * c0 - best_J) / slope)
-    if not (np.isfinite(D_top) and D_top > d1):
-        return finish("optimal", np.zeros(0))
-    edges = np.geomspace(d1 * (1 - SAFETY), D_top, n_root + 1)
-    Dl, Dh = edges[:-1], edges[1:]
-    lo = np.zeros((n_root, K), dtype=int)
-    hi = np.full((n_root, K), L_max, dtype=int)
-    o = {"Dl": np.zeros(0), "Dh": np.zeros(0), "lo": np.zeros((0, K), dtype=int), "hi": np.zeros((0, K), dtype=int),
-         "ub": np.zeros(0), "frac": np.zeros(0, dtype=int), "Dx": np.zeros(0)}  # open nodes
-    status = "optimal"
-    while True:
-        if len(Dl):
-            # one batch of exact evaluations: the vectors of the small boxes (enumerated: their maximum closes
-            # the node) and both corners of every other box (candidates, and D*(lo) <= D*(L) <= D*(hi))
-            small = np.log(hi - lo + 1).sum(axis=1) <= np.log(enum_max) + 1e-9
-            enum = enumerate_boxes(lo[small], hi[small])
-            n_big = int((~small).sum())
-            Jc, Dc = offer(np.vstack([enum, lo[~small], hi[~small]]))
-            if len(enum):
-                closed_max = max(closed_max, float(Jc[:len(enum)].max()))
-            Dl, Dh, lo, hi = Dl[~small], Dh[~small], lo[~small], hi[~small]
-            Dl = np.maximum(Dl, Dc[len(enum):len(enum) + n_big] * (1 - SAFETY))
-            Dh = np.minimum(Dh, Dc[len(enum) + n_big:])
-            keep = Dl <= Dh
-            Dl, Dh, lo, hi = Dl[keep], Dh[keep], lo[keep], hi[keep]
-        if len(Dl):
-            ub, x_feas, frac, lo2, hi2 = _node_bounds(u, w, price, c0, rates, tau, S, B, Dl, Dh, lo, hi)
-            nodes += len(Dl)
-            feas = ub > -np.inf
-            live = ub > best_J + tol()
-            # boxes the bound tightened to a small size are enumerated now (once, whatever the interval)
-            small = live & (np.log(hi2 - lo2 + 1).sum(axis=1) <= np.log(enum_max) + 1e-9)
-            enum = enumerate_boxes(lo2[small], hi2[small])
-            Jc, Dc = offer(np.vstack([enum, x_feas[feas]]))
-            if len(enum):
-                closed_max = max(closed_max, float(Jc[:len(enum)].max()))
-            Dx = np.zeros(len(Dl))
-            Dx[feas] = Dc[len(enum):]
-            live &= ~small & (ub > best_J + tol())
-            closed_max = max(closed_max, float(np.max(ub[~live], initial=-np.inf)))
-            for key, arr in (("Dl", Dl), ("Dh", Dh), ("lo", lo2), ("hi", hi2), ("ub", ub), ("frac", frac),
-                             ("Dx", Dx)):
-                o[key] = np.concatenate([o[key], arr[live]])
-        keep = o["ub"] > best_J + tol()
-        if not keep.all():
-            closed_max = max(closed_max, float(np.max(o["ub"][~keep])))
-            o = {k: v[keep] for k, v in o.items()}
-        if len(o["ub"]) == 0:
-            break
-        if max_nodes is not None and nodes >= max_nodes:
-            status = "node_limit"
-            break
-        take = np.argsort(-o["ub"], kind="stable")[:batch]
-        rest = np.ones(len(o["ub"]), dtype=bool)
-        rest[take] = False
-        p = {k: v[take] for k, v in o.items()}
-        o = {k: v[rest] for k, v in o.items()}
+    def _small(self, lo, hi):
+        return np.log(hi - lo + 1).sum(axis=1) <= np.log(self.enum_max) + 1e-9
+
+    def expand(self, nodes, inc):
+        sc = self.scenario
+        Dl, Dh, lo, hi = nodes["Dl"], nodes["Dh"], nodes["lo"], nodes["hi"]
+        closed = -np.inf
+        # one batch of exact evaluations: the vectors of the small boxes (enumerated: their maximum closes
+        # the node) and both corners of every other box (candidates, and D*(lo) <= D*(L) <= D*(hi))
+        small = self._small(lo, hi)
+        enum = enumerate_boxes(lo[small], hi[small])
+        n_big = int((~small).sum())
+        Jc, Dc = self._offer(inc, np.vstack([enum, lo[~small], hi[~small]]))
+        if len(enum):
+            closed = float(Jc[:len(enum)].max())
+        Dl, Dh, lo, hi = Dl[~small], Dh[~small], lo[~small], hi[~small]
+        Dl = np.maximum(Dl, Dc[len(enum):len(enum) + n_big] * (1 - SAFETY))
+        Dh = np.minimum(Dh, Dc[len(enum) + n_big:])
+        keep = Dl <= Dh
+        Dl, Dh, lo, hi = Dl[keep], Dh[keep], lo[keep], hi[keep]
+        if not len(Dl):
+            return {}, closed, 0
+        ub, x_feas, frac, lo2, hi2 = _node_bounds(self.u, self.w, self.price, self.c0, self.rates, sc.tau,
+                                                  sc.payload.bits_per_token, sc.radio.bandwidth_hz, Dl, Dh, lo, hi)
+        feas = ub > -np.inf
+        # boxes the bound tightened to a small size are enumerated now (once, whatever the interval)
+        small = (ub > inc.threshold) & self._small(lo2, hi2)
+        enum = enumerate_boxes(lo2[small], hi2[small])
+        Jc, Dc = self._offer(inc, np.vstack([enum, x_feas[feas]]))
+        if len(enum):
+            closed = max(closed, float(Jc[:len(enum)].max()))
+        Dx = np.zeros(len(Dl))
+        Dx[feas] = Dc[len(enum):]
+        closed = max(closed, float(np.max(ub[small], initial=-np.inf)))  # (their bound, as before enumeration)
+        ub = np.where(small, -np.inf, ub)
+        return {"Dl": Dl, "Dh": Dh, "lo": lo2, "hi": hi2, "ub": ub, "frac": frac, "Dx": Dx}, closed, len(Dl)
+
+    def split(self, p, inc) -> dict:
         # a fractional relaxation splits the box of its fractional user; an integral one, loose only through the
         # makespan interval, splits the interval (at the choice's own makespan when it lies inside)
         wide_D = (p["Dh"] - p["Dl"]) > 1e-12 * p["Dh"]
@@ -457,11 +463,9 @@ def maximise_round(scenario: Scenario, rates: RateModel, u, w, price: float, *, 
         col = np.repeat(k_user[r], z - a + 1)
         lo_c[np.arange(par.size), col] = val
         hi_c[np.arange(par.size), col] = val
-        Dl = np.concatenate([p["Dl"][d], D_cut[d], p["Dl"][par]])
-        Dh = np.concatenate([D_cut[d], p["Dh"][d], p["Dh"][par]])
-        lo = np.vstack([p["lo"][d], p["lo"][d], lo_c])
-        hi = np.vstack([p["hi"][d], p["hi"][d], hi_c])
-    return finish(status, o["ub"])
+        return {"Dl": np.concatenate([p["Dl"][d], D_cut[d], p["Dl"][par]]),
+                "Dh": np.concatenate([D_cut[d], p["Dh"][d], p["Dh"][par]]),
+                "lo": np.vstack([p["lo"][d], p["lo"][d], lo_c]), "hi": np.vstack([p["hi"][d], p["hi"][d], hi_c])}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -74,7 +74,7 @@ def apply(doc, muts):
 
 def run_cli(argv):
     """``(exit code, stdout, stderr, exception or None)`` of ``python -m spinlib argv``, in-process."""
-    from .cli import main
+    from spinlib.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     exc = None

@@ -1,0 +1,22 @@
+"""Argument types shared by the command lines (``spinlib.cli`` and ``spinlib.online.cli``).
+
+A module of its own so that neither command line imports the other for them.
+"""
+from __future__ import annotations
+
+import argparse
+
+SEED_MAX = 2**63 - 1  # numpy, torch and the JSON records all take a seed in 0..2**63 - 1
+
+
+def seed_arg(name: str = "--seed"):
+    """An ``argparse`` type: an integer seed in ``0..SEED_MAX`` (one line naming ``name`` otherwise)."""
+    def parse(text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if not 0 <= v <= SEED_MAX:
+            raise argparse.ArgumentTypeError(f"{name} must be in 0..2**63-1, got {text if len(text) < 40 else text[:37] + '...'}")
+        return v
+    return parse
