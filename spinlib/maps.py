@@ -15,8 +15,9 @@ parameters. Verdicts come after, from the records:
   holds);
 * :func:`plot_map` -- a heat map of the mean with one marker per verdict (colour is not the only cue).
 
-Point functions of the library's claims live beside the claims' studies; :func:`paper1_gain_point`
-is paper 1's "optimised draft control beats the channel-agnostic allocation".
+Point functions of the claims mapped here: :func:`paper1_gain_point` (paper 1's "optimised draft
+control beats the channel-agnostic allocation") and :func:`paper2_dl_side_point` (paper 2's "far
+devices go DL").
 """
 from __future__ import annotations
 
@@ -120,12 +121,18 @@ def _plain(x):
     return x.item() if hasattr(x, "item") else x
 
 
-def plot_map(ax, verdicts, x: str, y: str, *, label: str, cmap: str = "viridis", fmt: str = "{:.0%}"):
+def plot_map(ax, verdicts, x: str, y: str, *, label: str, cmap: str = "viridis", fmt: str = "{:.0%}",
+             center: float | None = None):
     """Heat map of the cells' means over axes ``x`` (columns) and ``y`` (rows), each cell marked by its
-    verdict (o: holds, x: fails, ?: undecided) and annotated with its mean."""
+    verdict (o: holds, x: fails, ?: undecided) and annotated with its mean; ``center``: a value the
+    colour scale is symmetric about (a diverging map's neutral colour)."""
     piv = verdicts.pivot(index=y, columns=x, values="mean")
     ver = verdicts.pivot(index=y, columns=x, values="verdict")
-    im = ax.imshow(piv.to_numpy(), origin="lower", aspect="auto", cmap=cmap)
+    lim = {}
+    if center is not None:
+        half = float(np.nanmax(np.abs(piv.to_numpy() - center))) or 1.0
+        lim = {"vmin": center - half, "vmax": center + half}
+    im = ax.imshow(piv.to_numpy(), origin="lower", aspect="auto", cmap=cmap, **lim)
     ax.grid(False)
     ax.set_xticks(range(piv.shape[1]), [f"{v:g}" for v in piv.columns])
     ax.set_yticks(range(piv.shape[0]), [f"{v:g}" for v in piv.index])
@@ -134,7 +141,7 @@ def plot_map(ax, verdicts, x: str, y: str, *, label: str, cmap: str = "viridis",
     for i in range(piv.shape[0]):
         for j in range(piv.shape[1]):
             ax.text(j, i, f"{glyph[ver.iat[i, j]]}\n{fmt.format(piv.iat[i, j])}", ha="center", va="center",
-                    fontsize=7, color="white" if im.norm(piv.iat[i, j]) < 0.5 else "black")
+                    fontsize=7, color="white" if abs(im.norm(piv.iat[i, j]) - 0.5) > 0.3 else "black")
     ax.figure.colorbar(im, ax=ax, label=label)
     return im
 
@@ -163,4 +170,33 @@ def paper1_gain_point(cell: dict, seed: int, *, preset: str = "llama2-7b-l4", nu
             "gain_hom": G["homogeneous"] / G["agnostic"] - 1.0}
 
 
-__all__ = ["Grid", "grid_seeds", "grid_records", "cell_verdicts", "region_text", "plot_map", "paper1_gain_point"]
+def paper2_dl_side_point(cell: dict, seed: int, *, num_users: int = 8) -> dict:
+    """Paper 2's "far devices go DL" at one point: ``uldl-optimal`` on
+    :func:`spinlib.experiments.make_uldl_scenario` (``cell`` may set ``dl_power_dbm``, ``cell_radius_m``,
+    ``num_users`` and, as single-valued axes, the settings ``preset``, ``payload_mode``, ``top_k``,
+    ``bits_per_prob``, ``heterogeneity``); ``far_dl_db`` = mean channel gain [dB] of the drafting UL devices minus that of the
+    drafting DL devices (> 0: the DL devices are the far ones; NaN when either side is empty), and the
+    share of drafting devices in DL."""
+    from .control import solve
+    from .experiments import make_uldl_scenario
+
+    settings = {"preset", "payload_mode", "top_k", "bits_per_prob", "heterogeneity"}  # passed through as they are
+    unknown = set(cell) - {"dl_power_dbm", "cell_radius_m", "num_users"} - settings
+    if unknown:
+        raise ValidationError(f"paper2_dl_side_point: unknown axes {sorted(unknown)}")
+    kw = {"num_users": int(cell.get("num_users", num_users)), **{k: cell[k] for k in settings if k in cell}}
+    if "dl_power_dbm" in cell:
+        kw["dl_power_dbm"] = float(cell["dl_power_dbm"])
+    s = make_uldl_scenario("cell_radius_m", float(cell.get("cell_radius_m", 1000.0)), seed, **kw)
+    a = solve(s, "uldl-optimal")
+    gain_db = 10 * np.log10(s.gain)
+    drafting = np.array(a.draft_lengths) > 0
+    ul = drafting & (np.array(a.modes) == "UL")
+    dl = drafting & (np.array(a.modes) == "DL")
+    diff = float(gain_db[ul].mean() - gain_db[dl].mean()) if ul.any() and dl.any() else float("nan")
+    return {"far_dl_db": diff, "dl_share": float(dl.sum() / drafting.sum()) if drafting.any() else 0.0,
+            "drafting": int(drafting.sum())}
+
+
+__all__ = ["Grid", "grid_seeds", "grid_records", "cell_verdicts", "region_text", "plot_map", "paper1_gain_point",
+           "paper2_dl_side_point"]

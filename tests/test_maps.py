@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from spinlib.maps import Grid, cell_verdicts, grid_records, grid_seeds, paper1_gain_point, region_text
+from spinlib.maps import (Grid, cell_verdicts, grid_records, grid_seeds, paper1_gain_point, paper2_dl_side_point,
+                          region_text)
 from spinlib.scenario import ValidationError
 
 
@@ -66,3 +67,26 @@ def test_paper1_point_respects_the_optimiser_order_and_checks_its_axes():
         assert r["gain_het"] >= r["gain_hom"] - 1e-9 >= -2e-9  # heterogeneous >= homogeneous >= agnostic
     with pytest.raises(ValidationError, match="unknown axes"):
         paper1_gain_point({"bandwidth": 1.0}, 0)
+
+
+def test_paper2_point_reports_the_dl_side_and_checks_its_axes():
+    r = paper2_dl_side_point({"dl_power_dbm": 46.0, "cell_radius_m": 1500.0, "num_users": 4}, 5)
+    assert 0.0 <= r["dl_share"] <= 1.0 and 0 <= r["drafting"] <= 4
+    assert np.isnan(r["far_dl_db"]) == (r["dl_share"] in (0.0, 1.0) or r["drafting"] == 0)
+    with pytest.raises(ValidationError, match="unknown axes"):
+        paper2_dl_side_point({"radius": 1.0}, 0)
+
+
+def test_plot_map_marks_every_cell(tmp_path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from spinlib.maps import plot_map
+    v = pd.DataFrame([{"a": a, "b": b, "mean": a - b, "lo": 0, "hi": 0, "n": 2,
+                       "verdict": ["holds", "fails", "undecided"][(a + b) % 3]} for a in (1, 2) for b in (1, 2, 3)])
+    fig, ax = plt.subplots()
+    plot_map(ax, v, "a", "b", label="m", fmt="{:+.0f}", center=0.0)
+    texts = [t.get_text() for t in ax.texts]
+    assert len(texts) == 6 and {t[0] for t in texts} == {"o", "x", "?"}
+    plt.close(fig)
