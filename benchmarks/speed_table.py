@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 
 from spinlib.cache import atomic_write_text
+from spinlib.control.heterogeneous import OPTIMAL_GAP
+from spinlib.control.search import certified_status
 from spinlib.paths import RESULTS, ROOT
 from spinlib.scenario import ValidationError
 from spinlib.timing import Ratio, Timing
@@ -303,8 +305,8 @@ def certified_section(doc: dict) -> list[str]:
            "| K | instance | two-end bound: time [s], nodes, gap, status | one-end bound (the reference) | "
            "whole solver: time [s] | users drafting |", "|---|---|---|---|---|---|"]
 
-    def cell(r):
-        return f"{num(r['wall_s'])}, {r['nodes']}, {r['gap']:.1e}, {r['status']}"
+    def cell(r):  # the engine's "optimal" at a looser requested gap is a gap stop (spinlib.control.search)
+        return f"{num(r['wall_s'])}, {r['nodes']}, {r['gap']:.1e}, {certified_status(r['status'], r['gap'], OPTIMAL_GAP)}"
 
     for r in doc["rows"]:
         out.append(f"| {_k(r['K'])} | {r['instance']} | {cell(r['two_end'])} | {cell(r['one_end'])} | "
