@@ -72,8 +72,15 @@ def _docs():
     arena = {**_common("arena_speed"), "rows": [
         {"rounds": 1000, "controllers": 10, "users": 100, "oracles": False, "controller_user_rounds_per_s": 9.5e5,
          **_timing(1.05)}]}
-    return {"solver_scaling": solver, "engine_throughput": engine, "emulator_speed": emulator,
-            "balance_scaling": balance, "arena_speed": arena}
+    run = {"wall_s": 0.5, "nodes": 40, "gap": 5e-5, "status": "optimal", "goodput": 1.0, "upper_bound": 1.00005}
+    certified = {**_common("certified_scaling"), "gap": 1e-4, "L_max": 16, "time_limit_s": 60.0, "max_nodes": 2000,
+                 "family": "scaled random_scenario", "rows": [
+                     {"K": 123, "instance": 0, "two_end": run,
+                      "one_end": {**run, "wall_s": 60.0, "nodes": 400, "gap": 2e-4, "status": "time_limit"},
+                      "solver": {"wall_s": 0.6, "gap": 5e-5, "status": "gap_limit", "nodes": 40,
+                                 "drafting_share": 0.9}}]}
+    return {"solver_scaling": solver, "certified_scaling": certified, "engine_throughput": engine,
+            "emulator_speed": emulator, "balance_scaling": balance, "arena_speed": arena}
 
 
 def _write(folder, docs):
@@ -118,8 +125,9 @@ def test_verdict_follows_the_stored_interval_not_the_stored_string():
 def test_conditions_show_machine_threads_load_and_quick_runs(tmp_path):
     text = ST.section(_write(tmp_path / "b", _docs()))
     lines = [line for line in text.splitlines() if line.startswith("Conditions:")]
-    assert len(lines) == 5
-    solver, engine, emulator = lines[:3]
+    assert len(lines) == 6
+    solver, certified, engine, emulator = lines[:4]
+    assert "load: reliable" in certified
     assert "2 cores, 2 torch threads" in solver and "load: reliable" in solver and "quick" not in solver
     assert "**unreliable**: during: other processes used 1.50 cores" in engine
     assert "**quick run" in emulator
@@ -205,3 +213,10 @@ def test_readme_campaigns_section_is_generated_from_the_campaigns():
     generated = ST.replace_section(readme, ST.campaigns_section(ROOT / "results" / "benchmarks"), "README.md",
                                    ST.CAMPAIGNS_BEGIN, ST.CAMPAIGNS_END)
     assert generated == readme, "README campaigns section differs: python benchmarks/speed_table.py"
+
+
+def test_certified_section_reports_the_status_the_solver_would(tmp_path):
+    """The engine's "optimal" at a requested gap above the optimality tolerance is a gap stop."""
+    text = ST.section(_write(tmp_path / "b", _docs()))
+    row = _row(text, "| 123 | 0 |")
+    assert "0.50, 40, 5.0e-05, gap_limit" in row and "60.0, 400, 2.0e-04, time_limit" in row and "90%" in row
