@@ -101,7 +101,11 @@ def test_incumbent_keeps_the_best_and_the_threshold_includes_the_gap():
     assert inc.threshold == 1.5
     inc.offer(np.array([[0.5], [3.0], [2.0]]))
     assert inc.value == 3.0 and inc.x[0] == 3.0 and inc.threshold == 4.5
-    assert isinstance(Certificate(1.0, 0.0, "optimal", 0, 0.0).as_info(), dict)
+    info = Certificate(2.0, 0.5, "optimal", 7, 0.25).info_for(1.0, optimal_gap=1e-9)
+    assert info == {"upper_bound": 2.0, "gap": 0.5, "bnb_nodes": 7, "bnb_time_s": 0.25, "status": "gap_limit"}
+    # a point above a stale bound: the bound is raised to it and the gap is 0
+    assert Certificate(1.0, 0.0, "node_limit", 3, 0.1).info_for(1.5, 1e-9)["upper_bound"] == 1.5
+    assert Certificate(1.0, 0.0, "optimal", 3, 0.1).info_for(1.0, 1e-9)["status"] == "optimal"
 
 
 @pytest.mark.parametrize("seed", range(10))

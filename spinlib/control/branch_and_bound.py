@@ -85,7 +85,7 @@ from ..channel import RateModel
 from ..rounds import sync_goodput, sync_round_time
 from ..scenario import Scenario
 from .bandwidth import accurate_rate_derivative, min_makespan_bandwidth, required_bandwidth
-from .search import Incumbent, SearchResult, best_first, certified_status, check_gap
+from .search import Incumbent, SearchResult, best_first
 
 SAFETY = 1e-12  # relative slack against rounding in the rate inversion (see module docstring)
 
@@ -405,4 +405,4 @@ def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarra
                       max_nodes=max_nodes, batch=batch)
 
 
-__all__ = ["sync_node_bounds", "branch_and_bound_sync", "BoundResult", "SyncSearch", "check_gap", "certified_status"]
+__all__ = ["sync_node_bounds", "branch_and_bound_sync", "BoundResult", "SyncSearch"]

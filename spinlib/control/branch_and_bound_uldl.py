@@ -65,7 +65,7 @@ from ..modes import mode_payload, uplink_bits_per_token
 from ..rounds import sync_round_time
 from .bandwidth import min_makespan_bandwidth, required_bandwidth
 from .power import min_max_downlink_power, required_power
-from .search import Certificate, Incumbent, best_first
+from .search import Incumbent, SearchResult, best_first
 
 SAFETY = 1e-12
 
@@ -403,36 +403,10 @@ class UldlSearch:
         return {k: np.concatenate([c1[k], c2[k]]) for k in ("Dl", "Dh", "El", "Eh", "nl", "nh", "al")}
 
 
-@dataclass(frozen=True)
-class UldlBnBResult:
-    """The lengths and modes found, their goodput [token/s] and the search's certificate."""
-
-    L: np.ndarray
-    ul: np.ndarray
-    goodput: float
-    certificate: Certificate
-
-    @property
-    def upper_bound(self) -> float:
-        return self.certificate.upper_bound
-
-    @property
-    def status(self) -> str:
-        return self.certificate.status
-
-    @property
-    def nodes(self) -> int:
-        return self.certificate.nodes
-
-    @property
-    def time_s(self) -> float:
-        return self.certificate.time_s
-
-
 def branch_and_bound_uldl(prob, L_inc, ul_inc, G_inc: float, ub_all_ul: float, *, gap: float = 1e-9,
                           time_limit_s: float = 10.0, batch: int = 32, enum_max: int = 512,
                           n_root: int = 4, near_leaf_max: float = 1e5, near_leaf_width: float = 0.01,
-                          max_nodes: int = 1000) -> UldlBnBResult:
+                          max_nodes: int = 1000) -> tuple[np.ndarray, np.ndarray, SearchResult]:
     """Best-first branch-and-bound over (D, E, n_DL) boxes and item sets (module docstring): the
     engine of :func:`spinlib.control.search.best_first` on :class:`UldlSearch`.
 
@@ -447,7 +421,9 @@ def branch_and_bound_uldl(prob, L_inc, ul_inc, G_inc: float, ub_all_ul: float, *
 
     Returns
     -------
-    UldlBnBResult with ``goodput >= G_inc`` and ``upper_bound >= G*``.
+    (L, ul, result)
+        The lengths and modes found and the search's :class:`~spinlib.control.search.SearchResult`:
+        ``result.value`` (their goodput) ``>= G_inc``, ``result.upper_bound >= G*``.
     """
     problem = UldlSearch(prob, enum_max=enum_max, n_root=n_root, near_leaf_max=near_leaf_max,
                          near_leaf_width=near_leaf_width)
@@ -457,7 +433,7 @@ def branch_and_bound_uldl(prob, L_inc, ul_inc, G_inc: float, ub_all_ul: float, *
         L, ul = item_vectors(problem.items, res.x)
     else:  # the incumbent stands: keep its own modes (a DL device with L = 0 stays DL)
         L, ul = np.array(L_inc, int), np.array(ul_inc, bool)
-    return UldlBnBResult(L, ul, res.value, res.certificate)
+    return L, ul, res
 
 
-__all__ = ["Items", "make_items", "uldl_node_bounds", "branch_and_bound_uldl", "UldlBnBResult", "UldlSearch"]
+__all__ = ["Items", "make_items", "uldl_node_bounds", "branch_and_bound_uldl", "UldlSearch"]

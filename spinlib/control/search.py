@@ -72,10 +72,14 @@ class Certificate:
     nodes: int
     time_s: float
 
-    def as_info(self) -> dict:
-        """The ``info`` keys every certified allocation reports."""
-        return {"upper_bound": self.upper_bound, "gap": self.gap, "status": self.status,
-                "bnb_nodes": self.nodes, "bnb_time_s": self.time_s}
+    def info_for(self, value: float, optimal_gap: float) -> dict:
+        """The ``info`` keys every certified allocation reports for its point of exact ``value``: the
+        bound (never below the value), the relative gap, the nodes, the time and the status
+        (:func:`certified_status` against the solver's optimality tolerance ``optimal_gap``)."""
+        ub = max(self.upper_bound, value)
+        gap = relative_gap(value, ub)
+        return {"upper_bound": ub, "gap": gap, "bnb_nodes": self.nodes, "bnb_time_s": self.time_s,
+                "status": certified_status(self.status, gap, optimal_gap)}
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ from ..modes import mode_names, mode_payload
 from ..rounds import Allocation, sync_goodput
 from ..scenario import Scenario, ValidationError, check_int_range, check_nonnegative, count_text
 from .bandwidth import min_makespan_bandwidth, required_bandwidth
-from .search import certified_status, check_gap
+from .search import check_gap
 from .branch_and_bound_uldl import branch_and_bound_uldl
 from .power import min_max_downlink_power, required_power
 from .registry import register_policy
@@ -469,13 +469,11 @@ def solve_uldl_optimal(scenario: Scenario, L_max: int = 16, exact_max_users: int
                 continue
         break
     info.update(rounds=it + 1, m_ul=int(ul.sum()), heuristic_goodput=G)
-    bnb = branch_and_bound_uldl(prob, L, ul, G, h.info["upper_bound"], gap=gap,
-                                time_limit_s=max(0.0, time_limit_s - (time.perf_counter() - t)), max_nodes=max_nodes)
-    L, ul, G = bnb.L, bnb.ul, bnb.goodput
-    ub = max(bnb.upper_bound, G)
-    info.update(m_ul=int(ul.sum()), upper_bound=ub, gap=(ub - G) / ub if ub > 0 else 0.0,
-                bnb_nodes=bnb.nodes, bnb_time_s=bnb.time_s)
-    info["status"] = certified_status(bnb.status, info["gap"], OPTIMAL_GAP)
+    L, ul, bnb = branch_and_bound_uldl(prob, L, ul, G, h.info["upper_bound"], gap=gap,
+                                       time_limit_s=max(0.0, time_limit_s - (time.perf_counter() - t)),
+                                       max_nodes=max_nodes)
+    G = bnb.value
+    info.update(m_ul=int(ul.sum()), **bnb.certificate.info_for(G, OPTIMAL_GAP))
     return _allocation(prob, L, ul, "uldl-optimal", solve_time_s=time.perf_counter() - t, **info)
 
 
