@@ -263,3 +263,22 @@ def test_cached_only_reads_a_committed_measurement_or_refuses(tmp_path):
         measure_pair("qwen-coder", "humaneval", **kw, out_dir=tmp_path, cached_only=True)
     assert "\n" not in str(e.value) and "measure it first" in str(e.value)
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.real_models
+def test_online_controllers_drive_the_real_pair_losslessly(real_pair):
+    """The decision seam on real models: UCB-SpecStop, SpecDec++'s per-token rule and GELATO choose
+    and stop the real draft's rounds; greedy output stays the target's own, token for token."""
+    from spinlib.online import Env, energy_preset, make_controller
+
+    target, draft, tok, prompts = real_pair
+    stop = (tok.eos_token_id,)
+    ref = target_generate(target, prompts[0], max_new_tokens=24, stop_ids=stop)
+    for name in ("ucb-specstop", "specdec++", "gelato"):
+        env = Env(K=1, L_max=6, t_d=0.01, t0=0.03, t1=0.002, mean_delay_s=0.1, bits_per_token=16.0,
+                  energy=energy_preset("phone-soc", 0.01), energy_budget_j=0.5, rng=np.random.default_rng(0))
+        out, rounds = speculative_generate(target, draft, prompts[0], max_new_tokens=24, stop_ids=stop,
+                                           draft_length=make_controller(name, env), delay_s=0.1, uplink_bps=1e6)
+        assert out == ref, name
+        assert all(0 <= r.drafted <= 6 for r in rounds)
+        assert len({r.drafted for r in rounds}) > 1 or name == "specdec++"  # the learners vary their length

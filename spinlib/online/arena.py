@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..decision import Outcome, check_lengths
 from ..emulator.fading import Fading
 from ..scenario import ValidationError, check_int_range, check_nonnegative, check_positive
 from ..emulator.testbed import MAX_ROUND_USER_CELLS
@@ -304,19 +305,6 @@ class _Ctx:
 
 
 @dataclass
-class Outcome:
-    """One round of every user (arrays ``[K]``)."""
-
-    L: np.ndarray
-    A: np.ndarray
-    N: np.ndarray
-    T: np.ndarray
-    E: np.ndarray
-    D: np.ndarray
-    rate: np.ndarray
-
-
-@dataclass
 class _Inputs:
     cfg: ArenaConfig
     top: np.ndarray  # concatenated streams
@@ -378,10 +366,7 @@ def _simulate(inp: _Inputs, policy) -> dict:
             ctx = _Ctx(t, rate, inp.rate_mean, idx, (inp.top, inp.ent), inp.state[t], inp.D_mean[t])
             L_ref = np.asarray(policy.choose(ctx))
             L = np.asarray(policy.stop(ctx, L_ref))
-        L = L.astype(np.int64)
-        if L.shape != (K,) or L.min() < 0 or L.max() > L_max:
-            raise ValidationError(f"controller {type(policy).__name__} returned lengths outside 0..{L_max} "
-                                  f"(shape {L.shape})")
+        L = check_lengths(L, K, L_max, f"controller {type(policy).__name__}")
         A = np.minimum(run, L)
         N = A + 1
         up = L * up_per_token

@@ -28,11 +28,14 @@ Randomness comes from one ``torch.Generator``.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
 
+from ..decision import FixedLength, Outcome, RoundContext, certain_rows, check_decider, check_lengths, check_rate
 from ..modes import MODES, feedback_bits, realised_bits
 from ..scenario import Payload, ValidationError
 
@@ -99,15 +102,31 @@ def _sample(p: torch.Tensor, g: torch.Generator) -> int:
     return int(torch.multinomial(p.float(), 1, generator=g))
 
 
-def draft_tokens(draft_lm: CachedLM, seq: list[int], L: int, greedy: bool, temperature: float, g):
-    """Step 1: the draft proposes ``L`` tokens after ``seq`` (its cache catches up first).
+def draft_confidence(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The draft's confidence at each position of ``logits [n, V]``: its largest probability and
+    its entropy [nat] under ``q = softmax(logits)`` (float64), both ``[n]`` (what a stop rule reads:
+    :mod:`spinlib.decision`; the same numbers the recorded traces carry)."""
+    logq = torch.log_softmax(logits.double(), -1)
+    q = logq.exp()
+    return q.max(-1).values, (-(q * logq)).nan_to_num(0.0).sum(-1).clamp(min=0.0)
 
+
+def draft_tokens(draft_lm: CachedLM, seq: list[int], L: int, greedy: bool, temperature: float, g, rule=None):
+    """Step 1: the draft proposes up to ``L`` tokens after ``seq`` (its cache catches up first).
+
+    ``rule(i, logits) -> int``, when given, sees position ``i``'s logits before token ``i`` is
+    drawn and answers the length its stop rule wants so far: the round ends before token ``i``
+    when the answer is ``<= i`` and after it when it is ``i + 1`` (:mod:`spinlib.decision`).
     Returns the tokens and, when sampling, the draft distributions ``q_i`` they were drawn from.
     """
     drafts, qs = [], []
     if L > 0:
         logits = draft_lm.catch_up(seq)
         for i in range(L):
+            want = L if rule is None else rule(i, logits)
+            if want <= i:
+                del drafts[want:], qs[want:]
+                break
             if greedy:
                 x = int(torch.argmax(logits))
             else:
@@ -115,8 +134,10 @@ def draft_tokens(draft_lm: CachedLM, seq: list[int], L: int, greedy: bool, tempe
                 x = _sample(q, g)
                 qs.append(q)
             drafts.append(x)
-            if i < L - 1:
+            if i < L - 1 and want > i + 1:
                 logits = draft_lm.feed([x], keep=1)[-1]
+            elif want == i + 1:
+                break
     return drafts, qs
 
 
@@ -194,10 +215,47 @@ def check_mode(mode: str) -> str:
     return mode
 
 
+def _round_delays(delay_s, n: int) -> np.ndarray:
+    """``delay_s`` (one number, or one per round) as ``n`` delays [s] >= 0, one line otherwise."""
+    if isinstance(delay_s, (int, float, np.integer, np.floating)) and not isinstance(delay_s, bool):
+        d = np.full(n, float(delay_s))
+    else:
+        try:
+            d = np.asarray(delay_s, dtype=float).ravel()
+        except (TypeError, ValueError):
+            raise ValidationError(f"delay_s must be a number or a sequence of numbers [s], got {type(delay_s).__name__}") \
+                from None
+        if d.size < n:
+            raise ValidationError(f"delay_s has {d.size} per-round delays; a run of max_new_tokens = {n} may need {n}")
+        d = d[:n]
+    if d.size and not (np.all(np.isfinite(d)) and d.min() >= 0):
+        raise ValidationError("delay_s must be finite and >= 0 [s]")
+    return d
+
+
+def _decider_setup(decider, L_max, energy):
+    """``(L_max, energy model)`` for a decider driving the engine, one line for what is missing."""
+    check_decider(decider, "draft_length")
+    env = getattr(decider, "env", None)
+    if env is not None and getattr(env, "K", 1) != 1:
+        raise ValidationError(f"the real engine serves one user: the decider's env has K = {env.K}, needs K = 1")
+    L_max = L_max if L_max is not None else getattr(env, "L_max", None)
+    if L_max is None:
+        L_max = int(np.max(decider.L)) if isinstance(decider, FixedLength) else None
+    if isinstance(L_max, bool) or not isinstance(L_max, (int, np.integer)) or not 1 <= L_max <= 64:
+        raise ValidationError(f"L_max must be an int in 1..64 (or the decider's env.L_max), got {L_max!r}")
+    energy = energy if energy is not None else getattr(env, "energy", None)
+    if energy is None and not isinstance(decider, FixedLength):
+        raise ValidationError("a decider that learns from its rounds needs an energy model: pass energy= "
+                              "(spinlib.online.EnergyModel) or give the decider an env with one")
+    return int(L_max), energy
+
+
 @torch.no_grad()
-def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens: int, draft_length: int,
+def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens: int, draft_length,
                          temperature: float = 0.0, generator: torch.Generator | None = None, mode: str = "UL",
-                         payload: Payload | None = None, stop_ids: tuple[int, ...] = ()):
+                         payload: Payload | None = None, stop_ids: tuple[int, ...] = (), delay_s=0.0,
+                         uplink_bps: float = math.inf, energy=None, L_max: int | None = None):
     """Generate up to ``max_new_tokens`` with speculative sampling; returns ``(new_ids, records)``.
 
     Parameters
@@ -206,27 +264,52 @@ def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens
         Hugging Face causal LMs sharing a tokenizer (or toy callables, see :class:`CachedLM`).
     prompt_ids : list of int
         Prompt tokens (at least one).
-    draft_length : int
-        L >= 0 (0 is plain decoding, one target pass per token).
+    draft_length : int or decider
+        ``L >= 0`` every round (0 is plain decoding, one target pass per token), or a decider
+        (:mod:`spinlib.decision`: any :class:`spinlib.online.Controller`, ``K = 1``) that chooses
+        each round's length, may stop drafting early on the draft's confidence, and learns from
+        each round's :class:`~spinlib.decision.Outcome`.
     temperature : float
         0 for greedy, > 0 for sampling from ``softmax(logits / temperature)``.
     mode : {"UL", "DL"}
         Correction mode (only the bit accounting differs).
     payload : Payload
         Vocabulary size and bits per probability for the bit accounting.
+    delay_s : float or sequence of float
+        A decider's clock: the communication delay of each round [s] (one number for all rounds,
+        or at least ``max_new_tokens`` of them, one per round).
+    uplink_bps : float
+        A decider's clock: the uplink rate [bit/s]; a round's upload takes ``bits_up / uplink_bps``.
+    energy : EnergyModel, optional
+        ``round_energy(L, upload_s, wait_s)`` [J] for the decider's outcome (default: its
+        ``env.energy``).
+    L_max : int, optional
+        Width of the decider's per-position rows (default: its ``env.L_max``).
 
     Returns
     -------
     new_ids : list of int
         The generated tokens.
     records : list of RoundRecord
-        One per round.
+        One per round. With a decider each round's time is ``T = draft_s + bits_up / uplink_bps +
+        delay + verify_s`` (measured drafting and verification) and its device energy
+        ``E = energy.round_energy(L, upload, verify_s + delay)``: what its ``update`` sees.
     """
     check_mode(mode)
-    if draft_length < 0 or max_new_tokens < 1 or not prompt_ids:
-        raise ValidationError("draft_length must be >= 0, max_new_tokens >= 1 and the prompt non-empty")
+    if max_new_tokens < 1 or not prompt_ids:
+        raise ValidationError("max_new_tokens must be >= 1 and the prompt non-empty")
     if temperature < 0:
         raise ValidationError(f"temperature must be >= 0, got {temperature}")
+    if isinstance(draft_length, (int, np.integer)) and not isinstance(draft_length, bool):
+        if draft_length < 0:
+            raise ValidationError(f"draft_length must be >= 0, got {draft_length}")
+        decider = None
+    else:
+        decider = draft_length
+        L_max, energy = _decider_setup(decider, L_max, energy)
+        rate = check_rate("uplink_bps", uplink_bps)
+        delays = _round_delays(delay_s, max_new_tokens)
+        delay_mean = float(delays.mean())
     greedy = temperature == 0
     g = generator or torch.Generator().manual_seed(0)
     payload = payload or DEFAULT_PAYLOAD
@@ -234,14 +317,29 @@ def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens
     seq = list(prompt_ids)
     if len(seq) > 1:
         target_lm.feed(seq[:-1], keep=1)
-        if draft_length > 0:
+        if decider is not None or draft_length > 0:
             draft_lm.feed(seq[:-1], keep=1)
     records: list[RoundRecord] = []
     n_new = 0
     while n_new < max_new_tokens:
-        L = min(draft_length, max_new_tokens - n_new - 1)
+        cap = max_new_tokens - n_new - 1
+        rule = None
         t_start = time.perf_counter()
-        drafts, qs = draft_tokens(draft_lm, seq, L, greedy, temperature, g)
+        if decider is None:
+            L = min(draft_length, cap)
+        else:
+            top, ent = certain_rows(1, L_max)
+            ctx = RoundContext(len(records), np.array([rate]), np.array([rate]), np.zeros(1, np.int64),
+                               np.array([delay_mean]), top, ent)
+            L = min(int(check_lengths(decider.choose(ctx), 1, L_max, "the decider's choose")[0]), cap)
+
+            def rule(i, logits, ctx=ctx, L_ref=L):
+                p, h = draft_confidence(logits[None])
+                ctx.top_prob[0, i] = min(1.0, max(round(float(p[0]), 6), 1e-6))  # as the traces store them
+                ctx.entropy[0, i] = round(float(h[0]), 6)
+                return int(check_lengths(decider.stop(ctx, np.array([L_ref])), 1, L_ref, "the decider's stop")[0])
+        drafts, qs = draft_tokens(draft_lm, seq, L, greedy, temperature, g, rule)
+        L = len(drafts)
         t_drafted = time.perf_counter()
         logits = target_lm.feed(seq[len(target_lm):] + drafts, keep=L + 1)
         new, accepted = accept_drafts(logits, drafts, qs, greedy, temperature, g)
@@ -254,8 +352,17 @@ def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens
         n_new += len(new)
         target_lm.crop(len(seq) - 1)
         draft_lm.crop(len(seq) - 1)
-        records.append(RoundRecord.from_round(L, accepted, len(new), mode, payload, greedy,
-                                              t_drafted - t_start, t_verified - t_drafted))
+        rec = RoundRecord.from_round(L, accepted, len(new), mode, payload, greedy, t_drafted - t_start,
+                                     t_verified - t_drafted)
+        records.append(rec)
+        if decider is not None:
+            D = float(delays[len(records) - 1])
+            up = rec.bits_up / rate
+            wait = rec.verify_s + D
+            E = 0.0 if energy is None else float(np.asarray(energy.round_energy(L, up, wait)))
+            decider.update(Outcome(np.array([L]), np.array([accepted]), np.array([len(new)]),
+                                   np.array([rec.draft_s + up + wait]), np.array([E]), np.array([D]),
+                                   np.array([rate])))
         if stop_at is not None:
             break
     return seq[len(prompt_ids):], records
@@ -294,5 +401,5 @@ def mean_tokens_per_round(records) -> float:
     return sum(r.tokens for r in records) / max(len(records), 1)
 
 
-__all__ = ["CachedLM", "RoundRecord", "DEFAULT_PAYLOAD", "check_mode", "speculative_generate", "target_generate",
+__all__ = ["CachedLM", "RoundRecord", "DEFAULT_PAYLOAD", "check_mode", "speculative_generate", "draft_confidence", "target_generate",
            "records_to_dicts", "mean_tokens_per_round"]

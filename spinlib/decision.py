@@ -1,0 +1,153 @@
+"""The decision seam: one protocol for whatever decides a speculative round (issue 23, item 1).
+
+A *decider* is asked three things per round, for ``K`` users at once (arrays ``[K]``):
+
+1. ``choose(ctx) -> L_ref [K]``: before drafting, a reference length (ints in ``0..L_max``) from
+   what is known at the round's start: ``ctx.t`` (round index), ``ctx.rate`` and ``ctx.rate_mean``
+   (the uplink rate now and on average [bit/s]), ``ctx.state`` and ``ctx.delay_mean`` (the channel
+   state and the current mean delay [s]);
+2. ``stop(ctx, L_ref) -> L [K]``: while drafting, the drafted length (``0 <= L <= L_ref``) from
+   what the draft sees at each position ``i = 0..L_max-1`` of the round: ``ctx.top_prob`` (the
+   draft's largest next-token probability) and ``ctx.entropy`` (its entropy [nat]), both
+   ``[K, L_max]``;
+3. ``update(out)``: after the round, what it realised (:class:`Outcome`).
+
+Two players run this protocol, and any decider runs on both without change:
+
+* the **arena** (:func:`spinlib.online.run_arena`) replays recorded token streams for many users
+  under a delay, fading and energy model;
+* the **real engine** (:func:`spinlib.sd.engine.speculative_generate`, ``draft_length=decider``)
+  drafts with a real model for one user (``K = 1``) and verifies with a real target.
+
+**Causality.** The real engine learns position ``i``'s confidence only when it gets there. It
+calls ``stop`` after each position it observes, with the positions not yet seen filled as certain
+(``top_prob = 1``, ``entropy = 0``), and ends the round as soon as the answer is ``L <= i + 1``
+(before position ``i`` when ``L <= i``, after drafting it when ``L = i + 1``). A stop rule that
+decides position ``i`` from positions ``<= i`` and never stops on a certain position (every
+registered rule: a first position whose confidence falls below, or whose entropy rises above, a
+threshold) gets exactly the length it would choose with the whole row in view
+(``tests/test_decision.py`` checks it for every registered controller). Observing position ``i``
+costs the draft pass that produces its distribution, so a rule that stops before a position has
+paid for that pass: the real engine's clock includes it, the arena's ``L t_d`` does not.
+
+A static allocation is the trivial decider (:class:`FixedLength`); paper 1/2's policies produce
+such lengths, and the online controllers (:class:`spinlib.online.Controller`: UCB-SpecStop,
+GELATO, SpecDec++'s rule, Hugging Face's heuristics) implement all three calls.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from .scenario import ValidationError
+
+
+@runtime_checkable
+class Decider(Protocol):
+    """What every round player calls (module docstring)."""
+
+    def choose(self, ctx) -> np.ndarray: ...
+
+    def stop(self, ctx, L_ref: np.ndarray) -> np.ndarray: ...
+
+    def update(self, out: "Outcome") -> None: ...
+
+
+@dataclass
+class Outcome:
+    """One realised round of every user (arrays ``[K]``).
+
+    Attributes
+    ----------
+    L, A, N : int arrays
+        Drafted tokens, accepted drafts and committed tokens (``N = A + 1`` unless the generation
+        ends inside the round).
+    T : float array
+        Round time [s]: drafting, upload, the delay ``D`` and verification.
+    E : float array
+        Device energy of the round [J].
+    D : float array
+        Communication delay of the round [s].
+    rate : float array
+        Uplink rate of the round [bit/s].
+    """
+
+    L: np.ndarray
+    A: np.ndarray
+    N: np.ndarray
+    T: np.ndarray
+    E: np.ndarray
+    D: np.ndarray
+    rate: np.ndarray
+
+
+@dataclass
+class RoundContext:
+    """What a decider sees in round ``t`` (arrays ``[K]``; ``top_prob``/``entropy`` ``[K, L_max]``)."""
+
+    t: int
+    rate: np.ndarray
+    rate_mean: np.ndarray
+    state: np.ndarray
+    delay_mean: np.ndarray
+    top_prob: np.ndarray
+    entropy: np.ndarray
+
+
+class FixedLength:
+    """The trivial decider: the same length ``L [K]`` (or one int for all) every round, no early stop."""
+
+    def __init__(self, L):
+        self.L = np.atleast_1d(np.asarray(L, dtype=np.int64))
+        if self.L.ndim != 1 or self.L.size == 0 or self.L.min() < 0:
+            raise ValidationError(f"draft lengths must be ints >= 0, got {L!r}")
+
+    def choose(self, ctx) -> np.ndarray:
+        return self.L.copy()
+
+    def stop(self, ctx, L_ref: np.ndarray) -> np.ndarray:
+        return L_ref
+
+    def update(self, out: Outcome) -> None:
+        pass
+
+
+def check_decider(obj, name: str = "decider") -> None:
+    """One line unless ``obj`` has callable ``choose``, ``stop`` and ``update``."""
+    missing = [m for m in ("choose", "stop", "update") if not callable(getattr(obj, m, None))]
+    if missing:
+        raise ValidationError(f"{name} must have choose(ctx), stop(ctx, L_ref) and update(out); "
+                              f"{type(obj).__name__} lacks {', '.join(missing)}")
+
+
+def check_lengths(L, K: int, hi, who: str, lo: int = 0) -> np.ndarray:
+    """``L`` as an int array ``[K]`` with ``lo <= L <= hi`` (``hi`` an int or ``[K]``), else one line
+    naming ``who`` (a decider that returns a wrong shape, a float or a length out of range)."""
+    arr = np.asarray(L)
+    if arr.shape != (K,) or not (np.issubdtype(arr.dtype, np.integer)
+                                 or (np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr))
+                                     and np.all(arr == np.round(arr)))):
+        raise ValidationError(f"{who} must return {K} integer length(s), got {arr.dtype} of shape {arr.shape}")
+    arr = arr.astype(np.int64)
+    if arr.min() < lo or np.any(arr > hi):
+        raise ValidationError(f"{who} returned lengths outside {lo}..{int(np.max(hi))}: {arr.tolist()[:8]}")
+    return arr
+
+
+def certain_rows(K: int, L_max: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(top_prob, entropy)`` ``[K, L_max]`` of positions not yet seen: certain (1 and 0 nat)."""
+    return np.ones((K, L_max)), np.zeros((K, L_max))
+
+
+def check_rate(name: str, x) -> float:
+    """A rate [bit/s] > 0 (``inf``: no upload time), one line otherwise."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or math.isnan(x) or x <= 0:
+        raise ValidationError(f"{name} must be a number > 0 [bit/s] (inf: instant upload), got {x!r}")
+    return float(x)
+
+
+__all__ = ["Decider", "Outcome", "RoundContext", "FixedLength", "check_decider", "check_lengths", "certain_rows",
+           "check_rate"]
