@@ -76,17 +76,20 @@ def replay_prompt(trace: PromptTrace, lengths, max_new_tokens: int | None = None
 
     ``lengths`` is an int (fixed L) or a callable ``f(round_index, position) -> L``. The engine's
     caps apply (:func:`spinlib.sd.engine.speculative_generate`): at most ``max_new_tokens - n - 1``
-    drafts in a round, and the last position of the trace is a stop (the trace ends where the
-    target stopped or hit ``max_new_tokens``). Returns ``(tokens, rounds)`` with ``rounds`` a list
+    drafts in a round (``max_new_tokens`` when given, else the trace's length), and the last
+    position of the trace is a stop (the trace ends where the target stopped or hit
+    ``max_new_tokens``; the drafts of a last round that ends on a stop token are capped by
+    ``max_new_tokens`` as in the engine, not by the stop). Returns ``(tokens, rounds)`` with ``rounds`` a list
     of ``(drafted, accepted)``.
     """
     n = trace.n
     limit = n if max_new_tokens is None else min(n, max_new_tokens)
+    cap_end = n if max_new_tokens is None else max_new_tokens  # the engine cannot see a stop token coming
     run = run_lengths(trace.accept)
     f = lengths if callable(lengths) else (lambda r, p, _L=int(lengths): _L)
     p, rounds = 0, []
     while p < limit:
-        L = max(0, min(int(f(len(rounds), p)), limit - p - 1))
+        L = max(0, min(int(f(len(rounds), p)), cap_end - p - 1))
         A = min(int(run[p]), L)
         rounds.append((L, A))
         p += A + 1

@@ -1,0 +1,170 @@
+"""Online controllers on the real engine, round by round against the arena's trace replay.
+
+The arena (:mod:`spinlib.online.arena`) does not run models: it replays a prompt's recorded
+greedy trace (per position: accepted or not, the draft's top probability and entropy on the
+target's path). Through the decision seam (:mod:`spinlib.decision`) the same controller object
+also drives the real engine (:func:`spinlib.sd.engine.speculative_generate`). This module plays
+both on the same prompts and compares their rounds:
+
+* :func:`replay_decider` plays a decider over one :class:`~spinlib.online.traces.PromptTrace` as
+  the arena does (the round starting at position ``p`` sees the trace's observables at
+  ``p .. p + L_max - 1``; ``A = min(run[p], L)``; a modelled clock
+  ``T = L t_d + L S / R + t0 + t1 (L + 1) + D`` for its update);
+* :func:`real_vs_replay` runs the pair's real models greedily on the prompts the traces were
+  recorded from, with each rule, and returns one JSON record per (rule, prompt): the real
+  rounds ``(L, A)``, the replayed ones, whether the output is the target's greedy output, and
+  wall-clock times.
+
+What must agree and what need not: token counts agree for any sequence of lengths, and a rule
+that reads only the round's first positions (a fixed length, or a stop that triggers at or
+before the first rejected draft) gets the same lengths. After a rejected draft the real draft
+continues on its own (rejected) prefix, whose confidence no trace records: a stop rule that
+triggers there can draft a different length in the real engine. The records show how often.
+Learning controllers see the measured clock in the real engine and the modelled one in the
+replay, so their lengths may differ from the first round on; only their losslessness is
+compared.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..decision import Outcome, RoundContext, certain_rows, check_lengths
+from .registry import Env, make_controller, parse_params
+from .traces import PromptTrace, load_pair_traces, run_lengths
+
+
+def replay_decider(decider, trace: PromptTrace, env: Env, *, delay_s: float, uplink_bps: float,
+                   max_new_tokens: int | None = None) -> list[tuple[int, int]]:
+    """Rounds ``[(L, A, N), ...]`` of ``decider`` replayed over ``trace`` (module docstring), with the
+    engine's cap: at most ``max_new_tokens - p - 1`` drafts in the round starting at ``p`` (a trace
+    that ends on a stop token does not shorten the last round's drafts: the engine cannot see the
+    stop coming). ``A`` counts accepted drafts within the trace."""
+    n = trace.n
+    limit = n if max_new_tokens is None else min(n, max_new_tokens)
+    cap_end = n if max_new_tokens is None else max_new_tokens  # the engine caps by max_new_tokens, not by a stop
+    run = run_lengths(trace.accept)
+    rate = np.array([float(uplink_bps)])
+    p, rounds = 0, []
+    while p < limit:
+        top, ent = certain_rows(1, env.L_max)
+        m = min(env.L_max, n - p)
+        top[0, :m], ent[0, :m] = trace.top_prob[p:p + m], trace.entropy[p:p + m]
+        ctx = RoundContext(len(rounds), rate, rate, np.zeros(1, np.int64), np.array([delay_s]), top, ent)
+        L_ref = min(int(check_lengths(decider.choose(ctx), 1, env.L_max, "choose")[0]), cap_end - p - 1)
+        L = int(check_lengths(decider.stop(ctx, np.array([L_ref])), 1, L_ref, "stop")[0])
+        A = min(int(run[p]), L)
+        N = min(A + 1, limit - p)
+        up = L * env.bits_per_token / float(uplink_bps)
+        wait = env.t0 + env.t1 * (L + 1) + delay_s
+        T = L * env.t_d + up + wait
+        E = float(np.asarray(env.energy.round_energy(L, up, wait)))
+        decider.update(Outcome(np.array([L]), np.array([A]), np.array([N]), np.array([T]), np.array([E]),
+                               np.array([delay_s]), rate))
+        rounds.append((L, A, N))
+        p += N
+    return rounds
+
+
+def real_vs_replay(pair: str, rules, *, tasks, n_prompts: int, max_new_tokens: int, L_max: int,
+                   delay_s: float, uplink_bps: float, energy_budget_j: float, seed: int = 0) -> list[dict]:
+    """One record per (rule, prompt): real rounds, replayed rounds, losslessness, times (module docstring).
+
+    ``rules`` are controller specs (``"name"`` or ``"name:key=value"``); each (rule, prompt) gets a
+    fresh controller whose generator is spawned from ``seed``. The timings of the controllers'
+    :class:`Env` are the pair's measured ones (:func:`spinlib.online.experiments.pair_timings`).
+    """
+    import torch
+
+    from ..sd.engine import speculative_generate
+    from ..sd.models import PACKAGED, get_pair, load_pair
+    from ..sd.prompts import encode, encode_for_pair, load_prompts
+    from .energy import energy_preset
+    from .experiments import pair_timings
+
+    tim = pair_timings(pair)
+    traces = load_pair_traces(pair, tasks=list(tasks))
+    target, draft, tok = load_pair(pair)
+    spec = PACKAGED[get_pair(pair).target]
+    stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
+    seeds = np.random.SeedSequence(seed).spawn(len(rules))
+    out = []
+    for rule, ss in zip(rules, seeds):
+        name, params = parse_params(rule)
+        for task in tasks:
+            by_id = {t.question_id: t for t in traces[task]}
+            for j, prompt in enumerate(load_prompts(task, n_prompts)):
+                trace = by_id.get(prompt["question_id"])
+                if trace is None:
+                    continue
+                ids = encode_for_pair(get_pair(pair), tok, prompt["prompt"]) if spec.chat \
+                    else encode(tok, prompt["prompt"], False)
+
+                def fresh(k):
+                    env = Env(K=1, L_max=L_max, mean_delay_s=delay_s, bits_per_token=16.0,
+                              energy=energy_preset("phone-soc", tim["t_d"]), energy_budget_j=energy_budget_j,
+                              rng=np.random.default_rng(np.random.SeedSequence(ss.entropy, spawn_key=(j, k))), **tim)
+                    return make_controller(name, env, **params)
+
+                t0 = time.perf_counter()
+                new, recs = speculative_generate(target, draft, ids, max_new_tokens=max_new_tokens, stop_ids=stop,
+                                                 draft_length=fresh(0), delay_s=delay_s, uplink_bps=uplink_bps,
+                                                 generator=torch.Generator().manual_seed(0))
+                wall = time.perf_counter() - t0
+                twin = fresh(1)
+                replay = replay_decider(twin, trace, twin.env, delay_s=delay_s, uplink_bps=uplink_bps,
+                                        max_new_tokens=max_new_tokens)
+                out.append({"rule": rule, "task": task, "question_id": int(prompt["question_id"]),
+                            "lossless": [int(x) for x in new] == trace.tokens[:max_new_tokens].tolist(),
+                            "tokens": len(new), "replay_tokens": min(trace.n, max_new_tokens), "real": [[r.drafted, r.accepted, r.tokens] for r in recs],
+                            "replay": [list(r) for r in replay], "wall_s": wall,
+                            "draft_s": float(sum(r.draft_s for r in recs)),
+                            "verify_s": float(sum(r.verify_s for r in recs))})
+    return out
+
+
+def _key(rounds) -> list[tuple[int, int]]:
+    return [(int(r[0]), int(r[2])) for r in rounds]  # (drafted, committed): accepted counts past a stop differ
+
+
+def parting(real, replay) -> tuple[int | None, bool]:
+    """The first round whose (drafted, committed) differ, and whether the trace explains it: both
+    rounds rejected a draft at the same position ``A`` before either stopped (``A < min(L)``), so
+    the rule read positions after the rejection, which the real draft sees on its own prefix and
+    the trace on the target's. ``(None, True)`` when the rounds are identical."""
+    a, b = _key(real), _key(replay)
+    if a == b:
+        return None, True
+    i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    if i >= min(len(a), len(b)):
+        return i, False
+    A_real, A_rep = int(real[i][1]), int(replay[i][1])
+    return i, A_real == A_rep and A_real < min(int(real[i][0]), int(replay[i][0]))
+
+
+def agreement(records: list[dict]) -> list[dict]:
+    """Per rule: prompts whose real and replayed rounds are identical (drafted and committed tokens
+    of every round), those whose first difference the trace explains (:func:`parting`), rounds,
+    tokens and drafts per round in both, and the lossless runs."""
+    rows = []
+    for rule in dict.fromkeys(r["rule"] for r in records):
+        rs = [r for r in records if r["rule"] == rule]
+        parts = [parting(r["real"], r["replay"]) for r in rs]
+        n_real = sum(len(r["real"]) for r in rs)
+        n_rep = sum(len(r["replay"]) for r in rs)
+        rows.append({"rule": rule, "prompts": len(rs), "lossless": int(sum(r["lossless"] for r in rs)),
+                     "identical rounds": int(sum(i is None for i, _ in parts)),
+                     "parting explained": int(sum(i is not None and ok for i, ok in parts)),
+                     "parting unexplained": int(sum(i is not None and not ok for i, ok in parts)),
+                     "first parting round (median)": float(np.median([i for i, _ in parts if i is not None]))
+                     if any(i is not None for i, _ in parts) else None,
+                     "rounds real": n_real, "rounds replay": n_rep,
+                     "tokens/round real": sum(r["tokens"] for r in rs) / n_real,
+                     "tokens/round replay": sum(r["replay_tokens"] for r in rs) / n_rep,
+                     "drafts/round real": sum(x[0] for r in rs for x in r["real"]) / n_real,
+                     "drafts/round replay": sum(x[0] for r in rs for x in r["replay"]) / n_rep})
+    return rows
+
+
+__all__ = ["replay_decider", "real_vs_replay", "parting", "agreement"]
