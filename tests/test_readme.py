@@ -1,4 +1,5 @@
-"""The README's snippets (own policy, sweeps on a cluster, own certified search, claim map) run as written."""
+"""The README's snippets (own policy, sweeps on a cluster, own certified search, claim map, own controller on the
+real engine) run as written."""
 import re
 import subprocess
 import sys
@@ -19,7 +20,7 @@ def _python_blocks(section: str) -> list[str]:
 
 @pytest.mark.campaign
 @pytest.mark.parametrize("section", ["Add your own policy", "Run sweeps on a cluster", "Certify your own search problem",
-                                     "Map a claim over its region"])
+                                     "Map a claim over its region", "Drive real speculative decoding with any controller"])
 def test_readme_snippet_runs(section, tmp_path):
     code = "\n".join(_python_blocks(section))
     script = tmp_path / "snippet.py"
@@ -33,8 +34,10 @@ def test_readme_snippet_runs(section, tmp_path):
         assert re.search(r"^\d+ records$", r.stdout, flags=re.M)
     elif section == "Certify your own search problem":
         assert "optimal" in r.stdout and "certified optimum equals brute force: True" in r.stdout
-    else:
+    elif section == "Map a claim over its region":
         assert "verdict" in r.stdout and "'holds'" in r.stdout
+    else:
+        assert r.stdout.count("lossless True") == 3, r.stdout
 
 
 def test_readme_bash_examples_use_declared_options():
