@@ -48,6 +48,7 @@ class Claim:
     scope: str = ""
     paper: str | None = None
     where: str | None = None  # where a partly-holding claim holds (computed)
+    region: dict | None = None  # a claim map's shares: {"cells", "holds", "undecided", "fails"}
     readme: bool = True  # a row of the README's results table
     template: str = field(default="", repr=False)
 
@@ -111,9 +112,29 @@ def _finite(name: str, v):
     return int(v) if isinstance(v, int) or (hasattr(v, "dtype") and "int" in str(v.dtype)) else x
 
 
+def region_shares(region) -> dict | None:
+    """``{"cells", "holds", "undecided", "fails"}`` from :func:`spinlib.maps.region_text`'s answer
+    (or such a dict), checked: shares in [0, 1] summing to 1, at least one cell; one line otherwise."""
+    if region is None:
+        return None
+    try:
+        shares = region["shares"] if "shares" in region else region
+        out = {"cells": int(region["cells"]), **{k: float(shares[k]) for k in ("holds", "undecided", "fails")}}
+    except (KeyError, TypeError, ValueError):
+        raise ValidationError("region must be spinlib.maps.region_text's answer (cells and shares of holds, "
+                              "undecided, fails)") from None
+    if out["cells"] < 1 or not all(0 <= out[k] <= 1 for k in ("holds", "undecided", "fails")) \
+            or abs(out["holds"] + out["undecided"] + out["fails"] - 1) > 1e-9:
+        raise ValidationError(f"region: {out['cells']} cells with shares {out} (each in [0, 1], summing to 1)")
+    return out
+
+
 def claim(id: str, template: str, *, holds: bool, scope: str = "", paper: str | None = None,
-          where: str | None = None, readme: bool = True, display: bool = True, **values) -> Claim:
-    """Render, display and record one claim (module docstring). Returns the :class:`Claim`."""
+          where: str | None = None, region=None, readme: bool = True, display: bool = True, **values) -> Claim:
+    """Render, display and record one claim (module docstring). Returns the :class:`Claim`.
+
+    ``region``: for a claim map, :func:`spinlib.maps.region_text`'s answer; the README's results
+    table then shows the share of the region where the claim holds."""
     if _STATE["notebook"] is None:
         raise ValidationError("claims.begin(notebook) must be called before claim()")
     if not _ID.match(id):
@@ -126,7 +147,8 @@ def claim(id: str, template: str, *, holds: bool, scope: str = "", paper: str | 
     except (KeyError, IndexError, ValueError) as e:
         raise ValidationError(f"claim {id!r}: template does not fit its values ({e})") from None
     c = Claim(id=id, notebook=_STATE["notebook"], sentence=sentence, values=vals, holds=bool(holds),
-              scope=scope, paper=paper, where=where, readme=readme, template=template)
+              scope=scope, paper=paper, where=where, region=region_shares(region), readme=readme,
+              template=template)
     _STATE["claims"][id] = c
     _write()
     if display:
@@ -179,7 +201,7 @@ def merge(directory: Path | None = None, out: Path | None = None, commit: str | 
 def readme_table(claims_json: Path) -> str:
     """The README's results table (Markdown) from ``results/claims.json``."""
     doc = json.loads(Path(claims_json).read_text(encoding="utf-8"))
-    rows = ["| result (computed by the run) | holds | notebook |", "|---|---|---|"]
+    rows = ["| result (computed by the run) | holds | region where it holds | notebook |", "|---|---|---|---|"]
     for r in doc["claims"]:
         if not r.get("readme", True):
             continue
@@ -189,8 +211,20 @@ def readme_table(claims_json: Path) -> str:
         if r.get("paper"):
             text += f"; paper: {r['paper']}"
         text = text.replace("|", "\\|").replace("\n", " ")
-        rows.append(f"| {text} | {'yes' if r['holds'] else '**no**'} | {r['notebook'][:2]} |")
+        rows.append(f"| {text} | {'yes' if r['holds'] else '**no**'} | {region_cell(r.get('region'))} "
+                    f"| {r['notebook'][:2]} |")
     return "\n".join(rows) + "\n"
+
+
+def region_cell(region: dict | None) -> str:
+    """The results table's region column: a map's share of points where the claim holds (and the
+    undecided share), or "at its scope" for a claim checked on the instances its scope names."""
+    if not region:
+        return "at its scope"
+    text = f"{region['holds']:.0%} of {region['cells']} points"
+    if region["undecided"]:
+        text += f" ({region['undecided']:.0%} undecided)"
+    return text
 
 
 def replace_readme_table(readme: Path, claims_json: Path) -> str:

@@ -37,11 +37,41 @@ def test_claim_renders_records_and_refuses_what_is_not_computed(tmp_path):
     assert [r["id"] for r in recs] == ["gain", "inside"]
     out = C.merge(tmp_path / "claims", tmp_path / "claims.json", commit="abc")
     table = C.readme_table(out)
-    assert "| gain 26%, up to 388%; 6 sweeps; paper: up to 88 % | yes | 99 |" in table
+    assert "| gain 26%, up to 388%; 6 sweeps; paper: up to 88 % | yes | at its scope | 99 |" in table
     assert "| **no** |" in table
     (tmp_path / "claims" / "bad.json").write_text("{}")
     with pytest.raises(ValidationError, match="list of claim records"):
         C.merge(tmp_path / "claims", tmp_path / "x.json")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_map_claim_carries_its_region_share_into_the_results_table(tmp_path, seed):
+    """region_text's shares travel with the claim and render as the table's region column; malformed
+    regions (generated) are one line."""
+    import pandas as pd
+
+    from spinlib.maps import region_text
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 30))
+    ver = pd.DataFrame({"x": np.arange(n), "mean": rng.normal(size=n), "lo": 0.0, "hi": 0.0, "n": 4,
+                        "verdict": rng.choice(["holds", "undecided", "fails"], n)})
+    reg = region_text(ver, "x")
+    C.begin("98_map", tmp_path / "claims")
+    c = C.claim("m", "holds at {s:.0%}", s=reg["shares"]["holds"], holds=True, region=reg, display=False)
+    assert c.region["cells"] == n and c.region["holds"] == pytest.approx((ver["verdict"] == "holds").mean())
+    C.complete()
+    table = C.readme_table(C.merge(tmp_path / "claims", tmp_path / "claims.json"))
+    cell = f"{c.region['holds']:.0%} of {n} points"
+    assert f"| {cell}" in table
+    assert ("undecided)" in table) == bool((ver["verdict"] == "undecided").any())
+    bad = [{"cells": 0, "shares": reg["shares"]}, {"cells": n, "shares": {"holds": 0.7, "undecided": 0.7, "fails": 0}},
+           {"cells": n}, {"cells": n, "shares": {"holds": -0.1, "undecided": 0.6, "fails": 0.5}}, "87%"]
+    C.begin("97_bad", tmp_path / "claims")
+    for i, b in enumerate(bad):
+        with pytest.raises(ValidationError, match="region") as e:
+            C.claim(f"b{i}", "x", holds=True, region=b, display=False)
+        assert "\n" not in str(e.value)
 
 
 def test_readme_results_table_is_generated_from_the_run():

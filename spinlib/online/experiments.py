@@ -434,5 +434,37 @@ def gelato_study(pair: str, *, V_values, budget_fractions, V_front: float, eta: 
     return out
 
 
+def specstop_margin_point(cell: dict, seed: int, *, pair: str = "qwen-coder", rounds: int = 2000, users: int = 6,
+                          L_max: int = 8, h: float = 0.7) -> dict:
+    """UCB-SpecStop's margins at one point of (mean delay, draft cost), for a claim map
+    (:mod:`spinlib.maps`): one arena run of UCB-SpecStop, SpecDec++'s per-token rule (threshold
+    ``h``), naive UCB and the best fixed length in hindsight on the pair's traces, exponential delay.
+
+    ``cell``: ``delay_ms`` (mean delay [ms]) and ``draft_cost_ratio`` (the draft's time per token
+    over the target's one-token verification, ``t_d / (t0 + 2 t1)``, with the pair's measured
+    ``t0, t1``); either may be absent (the pair's measured value). ``pair``, ``rounds`` and
+    ``users`` may also come as single-valued axes (settings). Returns the relative throughput
+    margins ``ucb / other - 1`` (positive: UCB-SpecStop faster) and ``gap_best_fixed``.
+    """
+    unknown = set(cell) - {"delay_ms", "draft_cost_ratio", "pair", "rounds", "users"}
+    if unknown:
+        raise ValidationError(f"specstop_margin_point: unknown axes {sorted(unknown)}")
+    pair, rounds, users = str(cell.get("pair", pair)), int(cell.get("rounds", rounds)), int(cell.get("users", users))
+    tim = dict(pair_timings(pair))
+    if "draft_cost_ratio" in cell:
+        tim["t_d"] = float(cell["draft_cost_ratio"]) * (tim["t0"] + 2 * tim["t1"])
+    D = float(cell.get("delay_ms", 100.0)) / 1e3
+    cfg = ArenaConfig(rounds=rounds, users=users, L_max=L_max, delay=Delay("exponential", D), **tim)
+    specs = [cspec("ucb-specstop"), cspec("specdec++", h=h), cspec("naive-ucb")]
+    res = run_arena(specs, pair_streams(pair), cfg, seed=int(seed), n_seeds=1)
+    summ = res.summary()
+    th = {sp.name: float(summ.loc[sp.title, "tokens_per_s"]) for sp in specs}
+    best = float(summ.loc[specs[0].title, "best_fixed_tokens_per_s"])
+    return {"margin_specdecpp": th["ucb-specstop"] / th["specdec++"] - 1, "margin_naive": th["ucb-specstop"]
+            / th["naive-ucb"] - 1, "gap_best_fixed": th["ucb-specstop"] / best - 1,
+            "specdecpp_vs_best_fixed": th["specdec++"] / best - 1}
+
+
 __all__ = ["pair_timings", "pair_streams", "pooled_survival", "critical_delay_study", "log_growth_study",
-           "regret_study", "regret_exponent", "drift_study", "comm_dominated_study", "context_study", "best_feasible_mixture", "fit_inverse_v", "gelato_study"]
+           "regret_study", "regret_exponent", "drift_study", "comm_dominated_study", "context_study", "best_feasible_mixture", "fit_inverse_v", "gelato_study",
+           "specstop_margin_point"]
