@@ -90,3 +90,26 @@ def test_plot_map_marks_every_cell(tmp_path):
     texts = [t.get_text() for t in ax.texts]
     assert len(texts) == 6 and {t[0] for t in texts} == {"o", "x", "?"}
     plt.close(fig)
+
+
+def test_online_points_are_the_arena_and_check_their_axes():
+    """UCB-SpecStop's margins and GELATO's gains at one point: finite, consistent with a direct arena
+    run (the margin is the ratio of the two controllers' throughputs), unknown axes are one line."""
+    from spinlib.online import ArenaConfig, Delay, cspec, run_arena
+    from spinlib.online.experiments import gelato_gain_point, pair_streams, pair_timings, specstop_margin_point
+
+    cell = {"delay_ms": 300, "draft_cost_ratio": 0.2, "pair": "smollm2-rtn4g16", "rounds": 200, "users": 2}
+    m = specstop_margin_point(cell, 5)
+    tim = pair_timings("smollm2-rtn4g16")
+    tim["t_d"] = 0.2 * (tim["t0"] + 2 * tim["t1"])
+    specs = [cspec("ucb-specstop"), cspec("specdec++", h=0.7)]
+    s = run_arena(specs, pair_streams("smollm2-rtn4g16"),
+                  ArenaConfig(rounds=200, users=2, L_max=8, delay=Delay("exponential", 0.3), **tim), seed=5).summary()
+    assert m["margin_specdecpp"] == pytest.approx(s.loc["ucb-specstop", "tokens_per_s"]
+                                                  / s.loc[specs[1].title, "tokens_per_s"] - 1, rel=1e-9)
+    g = gelato_gain_point({"budget_fraction": 0.5, "delay_ms": 200, "pair": "smollm2-rtn4g16", "rounds": 200,
+                           "users": 2}, 3)
+    assert all(np.isfinite(v) for v in g.values()) and g["budget_j"] > 0 and g["debt_j"] >= 0
+    for fn in (specstop_margin_point, gelato_gain_point):
+        with pytest.raises(ValidationError, match="unknown axes"):
+            fn({"delay": 1}, 0)

@@ -30,7 +30,8 @@ EXPECTED = {
                                         "08_explorer"]),
     "09_balance": (["09_balance"], ["09_served_sweeps", "09_who_gets_sd", "09_radio", "09_solve_times", "09_ratio"]),
     "10_online_controllers": (["10_online_controllers"], ["10_critical_delay", "10_log_growth", "10_regret",
-                                                          "10_gelato_v_sweep", "10_energy_front", "10_claim_map_margins"]),
+                                                          "10_gelato_v_sweep", "10_energy_front", "10_claim_map_margins",
+                                                          "10_claim_map_gelato"]),
 }
 
 

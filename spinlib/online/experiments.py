@@ -388,6 +388,67 @@ def fit_inverse_v(V_values, throughput) -> dict:
             "gap_at": (b / V).tolist()}
 
 
+def _gelato_setting(pair: str, *, rounds: int, users: int, L_max: int, delay_s: float, energy: str, fading: str):
+    """GELATO's arena setting (notebook 10, section 5): the pair's timings and traces, an exponential
+    delay, a Rayleigh-faded 200 kHz uplink at 5 dB carrying a top-128 distribution per drafted token."""
+    from ..emulator.fading import Fading
+
+    tim = pair_timings(pair)
+    em = energy_preset(energy, tim["t_d"])
+    common = dict(rounds=rounds, users=users, L_max=L_max, delay=Delay("exponential", delay_s), energy=em,
+                  fading=Fading(fading), bits_per_token=16.0 * 128, bandwidth_hz=2e5, snr_db=5.0, **tim)
+    return tim, em, pair_streams(pair), common
+
+
+def _fixed_lengths(streams, common: dict, L_max: int, seed: int, n_seeds: int):
+    """Tokens, time and energy per round ``[L_max]`` of every fixed length ``1..L_max``, and the summary."""
+    fixed = run_arena([cspec("fixed", L=L) for L in range(1, L_max + 1)], streams, ArenaConfig(**common), seed=seed,
+                      n_seeds=n_seeds, oracles=False)
+    fs = fixed.summary()
+    col = lambda c: [float(fs.loc[f"fixed:L={L}", c]) for L in range(1, L_max + 1)]  # noqa: E731
+    return col("tokens_per_round"), col("round_time_s"), col("energy_per_round_j"), fs
+
+
+def budget_between(E, tokens_per_s, frac: float) -> float:
+    """An energy budget [J/round] ``frac`` of the way from the energy of ``L = 1`` to that of the fixed
+    length with the highest throughput (below it the budget binds)."""
+    L_best = int(np.argmax(tokens_per_s))
+    return float(E[0] + frac * (E[L_best] - E[0]))
+
+
+def gelato_gain_point(cell: dict, seed: int, *, pair: str = "qwen-coder", rounds: int = 2000, users: int = 6,
+                      L_max: int = 8, V: float = 1.0, eta: float = 3.0) -> dict:
+    """GELATO against fixed-length SD (L = 4) and the best energy-feasible mixture of two fixed lengths
+    at one point of (energy budget, mean delay), for a claim map (:mod:`spinlib.maps`).
+
+    ``cell``: ``budget_fraction`` (:func:`budget_between`) and ``delay_ms``; ``pair``, ``rounds``,
+    ``users``, ``V`` and ``eta`` may come as single-valued axes. Returns ``gain_tput`` (GELATO's
+    throughput over fixed L = 4, minus 1), ``gain_energy`` (1 - its energy per token over L = 4's),
+    ``gap_mixture`` (its throughput over the best feasible mixture's, minus 1), ``debt_j`` (its energy
+    debt per user at the end) and ``budget_j``.
+    """
+    unknown = set(cell) - {"budget_fraction", "delay_ms", "pair", "rounds", "users", "V", "eta"}
+    if unknown:
+        raise ValidationError(f"gelato_gain_point: unknown axes {sorted(unknown)}")
+    pair, rounds, users = str(cell.get("pair", pair)), int(cell.get("rounds", rounds)), int(cell.get("users", users))
+    V, eta = float(cell.get("V", V)), float(cell.get("eta", eta))
+    _, _, streams, common = _gelato_setting(pair, rounds=rounds, users=users, L_max=L_max,
+                                            delay_s=float(cell.get("delay_ms", 100.0)) / 1e3, energy="phone-soc",
+                                            fading="rayleigh")
+    N, T, E, fs = _fixed_lengths(streams, common, L_max, int(seed), 1)
+    budget = budget_between(E, [float(fs.loc[f"fixed:L={L}", "tokens_per_s"]) for L in range(1, L_max + 1)],
+                            float(cell.get("budget_fraction", 0.6)))
+    mixture, _ = best_feasible_mixture(N, T, E, budget)
+    g, f4 = cspec("gelato", V=V, eta=eta), cspec("fixed", L=4)
+    summ = run_arena([g, f4], streams, ArenaConfig(energy_budget_j=budget, **common), seed=int(seed), n_seeds=1,
+                     oracles=False).summary()
+    G, F = summ.loc[g.title], summ.loc[f4.title]
+    return {"gain_tput": float(G["tokens_per_s"] / F["tokens_per_s"] - 1),
+            "gain_energy": float(1 - G["energy_per_token_j"] / F["energy_per_token_j"]),
+            "gap_mixture": float(G["tokens_per_s"] / mixture - 1), "debt_j": float(G["energy_debt_j"]),
+            "budget_j": budget}
+
+
 def gelato_study(pair: str, *, V_values, budget_fractions, V_front: float, eta: float, rounds: int, users: int,
                  n_seeds: int, seed: int, delay_s: float, L_max: int = 8, energy: str = "phone-soc",
                  fading: str = "rayleigh") -> dict:
@@ -397,27 +458,16 @@ def gelato_study(pair: str, *, V_values, budget_fractions, V_front: float, eta: 
     Budgets are fractions of the way from the energy per round of ``L = 1`` to that of the fixed length
     with the highest throughput (below it the budget binds).
     """
-    from ..emulator.fading import Fading
-
-    tim = pair_timings(pair)
-    em = energy_preset(energy, tim["t_d"])
-    streams = pair_streams(pair)
-    common = dict(rounds=rounds, users=users, L_max=L_max, delay=Delay("exponential", delay_s), energy=em,
-                  fading=Fading(fading), bits_per_token=16.0 * 128, bandwidth_hz=2e5, snr_db=5.0, **tim)
-    fixed = run_arena([cspec("fixed", L=L) for L in range(1, L_max + 1)], streams, ArenaConfig(**common), seed=seed,
-                      n_seeds=n_seeds, oracles=False)
-    fs = fixed.summary()
-    N = [fs.loc[f"fixed:L={L}", "tokens_per_round"] for L in range(1, L_max + 1)]
-    T = [fs.loc[f"fixed:L={L}", "round_time_s"] for L in range(1, L_max + 1)]
-    E = [fs.loc[f"fixed:L={L}", "energy_per_round_j"] for L in range(1, L_max + 1)]
+    tim, em, streams, common = _gelato_setting(pair, rounds=rounds, users=users, L_max=L_max, delay_s=delay_s,
+                                               energy=energy, fading=fading)
+    N, T, E, fs = _fixed_lengths(streams, common, L_max, seed, n_seeds)
     out = {"timings": tim, "energy_model": {"draft_j_per_token": em.draft_j_per_token, "tx_power_w": em.tx_power_w,
                                             "idle_power_w": em.idle_power_w},
            "fixed": {"N": N, "T": T, "E": E, "tokens_per_s": [fs.loc[f"fixed:L={L}", "tokens_per_s"]
                                                              for L in range(1, L_max + 1)]},
            "budgets": {}}
     for frac in budget_fractions:
-        L_best = int(np.argmax(out["fixed"]["tokens_per_s"]))
-        budget = float(E[0] + frac * (E[L_best] - E[0]))
+        budget = budget_between(E, out["fixed"]["tokens_per_s"], frac)
         best, arg = best_feasible_mixture(N, T, E, budget)
         Vs = V_values if frac == budget_fractions[len(budget_fractions) // 2] else [V_front]
         specs = [cspec("gelato", V=V, eta=eta) for V in Vs] + [cspec("lyapunov-only", V=V_front),
@@ -467,4 +517,4 @@ def specstop_margin_point(cell: dict, seed: int, *, pair: str = "qwen-coder", ro
 
 __all__ = ["pair_timings", "pair_streams", "pooled_survival", "critical_delay_study", "log_growth_study",
            "regret_study", "regret_exponent", "drift_study", "comm_dominated_study", "context_study", "best_feasible_mixture", "fit_inverse_v", "gelato_study",
-           "specstop_margin_point"]
+           "specstop_margin_point", "gelato_gain_point", "budget_between"]
