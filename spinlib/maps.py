@@ -84,7 +84,8 @@ def grid_records(fn, grid: Grid, *, n_jobs: int | None = None, progress: bool = 
 
 def cell_verdicts(records, axes, metric: str, threshold: float = 0.0, confidence: float = 0.95):
     """Per cell: ``mean``, the t-interval ``lo``/``hi`` of the mean over seeds, ``n`` and ``verdict``
-    ("holds": ``lo > threshold``; "fails": ``hi < threshold``; else "undecided"). A DataFrame."""
+    ("holds": ``lo > threshold``; "fails": ``hi <= threshold``, which includes a metric equal to the
+    threshold in every seed, e.g. a gain that is 0 by construction; else "undecided"). A DataFrame."""
     import pandas as pd
     from scipy import stats
 
@@ -93,7 +94,7 @@ def cell_verdicts(records, axes, metric: str, threshold: float = 0.0, confidence
     out = g.agg(["mean", "std", "count"]).reset_index()
     half = stats.t.ppf(0.5 + confidence / 2, np.maximum(out["count"] - 1, 1)) * out["std"] / np.sqrt(out["count"])
     out["lo"], out["hi"] = out["mean"] - half, out["mean"] + half
-    out["verdict"] = np.where(out["lo"] > threshold, "holds", np.where(out["hi"] < threshold, "fails", "undecided"))
+    out["verdict"] = np.where(out["lo"] > threshold, "holds", np.where(out["hi"] <= threshold, "fails", "undecided"))
     return out.rename(columns={"count": "n"}).drop(columns="std")
 
 

@@ -45,8 +45,11 @@ def test_cell_verdicts_match_the_t_interval(seed):
         d = np.array([r["m"] for r in rec if r["x"] == x])
         half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
         assert v.loc[x, "lo"] == pytest.approx(d.mean() - half) and v.loc[x, "hi"] == pytest.approx(d.mean() + half)
-        expect = "holds" if d.mean() - half > 0 else ("fails" if d.mean() + half < 0 else "undecided")
+        expect = "holds" if d.mean() - half > 0 else ("fails" if d.mean() + half <= 0 else "undecided")
         assert v.loc[x, "verdict"] == expect
+    # a metric at the threshold in every seed (zero spread) fails "above the threshold": not undecided
+    flat = cell_verdicts([{"x": 0, "seed": i, "m": 0.0} for i in range(4)], ["x"], "m", threshold=0.0)
+    assert flat["verdict"].tolist() == ["fails"]
 
 
 def test_region_text_shares_and_boundary():
@@ -113,3 +116,24 @@ def test_online_points_are_the_arena_and_check_their_axes():
     for fn in (specstop_margin_point, gelato_gain_point):
         with pytest.raises(ValidationError, match="unknown axes"):
             fn({"delay": 1}, 0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_balance_hybrid_point_is_the_regime_point_and_never_negative(seed):
+    """The map's gain is (BALANCE - better single mode) / K of the same instance hybrid_regime_point
+    solves (defaults = the generator's), >= 0, and an unknown axis is one line."""
+    from spinlib.balance import random_instance, solve_balance
+    from spinlib.balance.experiments import HYBRID_MAP_DEFAULTS, balance_hybrid_point
+
+    rng = np.random.default_rng(seed)
+    K = int(rng.integers(5, 60))
+    cell = {"num_users": K, "memory_gb": float(rng.choice([20.0, 40.0, 80.0])), "budget_ms_low": 5.0}
+    r = balance_hybrid_point(cell, seed)
+    assert r["hybrid_gain"] >= 0 and r["hybrid_gain"] * K == r["hybrid_gain_users"]
+    kw = dict(memory_gb=cell["memory_gb"], token_budget_ms=(5.0, 5.0 * HYBRID_MAP_DEFAULTS["budget_spread"]),
+              output_tokens=(32, 512), prompt_tokens=(64, 2048), alpha_range=(0.3, 0.9), draft_length=4)
+    inst = random_instance(K, np.random.default_rng(np.random.SeedSequence(seed)), **kw)
+    best = max(solve_balance(inst, "ad-only").served, solve_balance(inst, "sd-only").served)
+    assert r["best_single_share"] == best / K
+    with pytest.raises(ValidationError, match="unknown axes"):
+        balance_hybrid_point({"users": 3}, 0)

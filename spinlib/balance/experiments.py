@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 
+from ..scenario import ValidationError
 from ..timing import measure
 from .instances import random_instance
 from .model import feasible
@@ -151,6 +152,34 @@ def hybrid_regime_point(setting: dict, seed: np.random.SeedSequence, phi_steps: 
     return rec
 
 
+#: the generator's defaults (:func:`spinlib.balance.instances.random_instance`) as the map axes name them
+HYBRID_MAP_DEFAULTS = {"memory_gb": 80.0, "budget_ms_low": 8.0, "budget_spread": 5.0, "output_low": 32,
+                       "output_spread": 16.0, "prompt_low": 64, "prompt_spread": 32.0, "alpha_low": 0.3,
+                       "alpha_high": 0.9, "draft_length": 4}
+
+
+def balance_hybrid_point(cell: dict, seed: int, phi_steps: int = 20) -> dict:
+    """BALANCE's served users against the better single mode at one point, for a claim map
+    (:mod:`spinlib.maps`): one instance of the setting ``cell`` names (``num_users`` and any key of
+    :data:`HYBRID_MAP_DEFAULTS`; the rest at the generator's defaults), solved by
+    :func:`hybrid_regime_point`. ``hybrid_gain`` = (BALANCE - max(AD-only, SD-only)) / K, >= 0 by
+    construction; ``best_single_share`` = the better single mode's served share."""
+    unknown = set(cell) - {"num_users", *HYBRID_MAP_DEFAULTS}
+    if unknown:
+        raise ValidationError(f"balance_hybrid_point: unknown axes {sorted(unknown)}")
+    c = {**HYBRID_MAP_DEFAULTS, **cell}
+    K = int(c.get("num_users", 30))
+    setting = {"num_users": K, "memory_gb": float(c["memory_gb"]),
+               "token_budget_ms": (float(c["budget_ms_low"]), float(c["budget_ms_low"]) * float(c["budget_spread"])),
+               "output_tokens": (int(c["output_low"]), int(round(int(c["output_low"]) * float(c["output_spread"])))),
+               "prompt_tokens": (int(c["prompt_low"]), int(round(int(c["prompt_low"]) * float(c["prompt_spread"])))),
+               "alpha_range": (float(c["alpha_low"]), float(c["alpha_high"])), "draft_length": int(c["draft_length"])}
+    r = hybrid_regime_point(setting, np.random.SeedSequence(int(seed)), phi_steps)
+    best = max(r["ad-only"], r["sd-only"])
+    return {"hybrid_gain": (r["balance"] - best) / K, "hybrid_gain_users": r["balance"] - best,
+            "best_single_share": best / K, "balance_share": r["balance"] / K}
+
+
 def hybrid_regime_study(n_points: int, seed: int, phi_steps: int = 20) -> list[dict]:
     """Where does the hybrid serve more users than both single modes? ``n_points`` generator settings
     drawn from :data:`REGIME_REGION` (one :class:`numpy.random.SeedSequence` from ``seed``, spawned per
@@ -194,5 +223,5 @@ def solve_time_ladder(algo_sizes, milp_sizes, phi_steps: int = 20, repeats: int 
     return rows
 
 
-__all__ = ["SWEEP_POLICIES", "served_sweep", "who_is_served", "ratio_campaign", "counterexample_counts",
+__all__ = ["HYBRID_MAP_DEFAULTS", "balance_hybrid_point", "SWEEP_POLICIES", "served_sweep", "who_is_served", "ratio_campaign", "counterexample_counts",
            "solve_time_ladder"]
