@@ -39,7 +39,7 @@ import numpy as np
 
 from spinlib.cache import atomic_write_text
 from spinlib.paths import RESULTS
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 from spinlib.timing import Ratio, Timing, compare, load_check, measure, ratio_interval, require_quiet, set_threads
 
 SCHEMA = "spinlib-speed/1"

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from bench_common import Run, add_arguments, main_guard, ratio_from_samples, ratio_record, timing_of
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 from spinlib.sd.engine import speculative_generate, target_generate
 from spinlib.sd.measure import teacher_forced_beta
 from spinlib.sd.models import load_pair

@@ -24,7 +24,7 @@ from spinlib.cache import atomic_write_text
 from spinlib.control.heterogeneous import OPTIMAL_GAP
 from spinlib.control.search import certified_status
 from spinlib.paths import RESULTS, ROOT
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 from spinlib.timing import Ratio, Timing
 
 BEGIN, END = "<!-- speed:begin -->", "<!-- speed:end -->"

@@ -2,7 +2,8 @@
 from .acceptance import expected_tokens, tokens_table
 from .presets import PRESETS, random_scenario
 from .rounds import Allocation, evaluate, simulate_rounds
-from .scenario import Payload, Radio, Scenario, Server, User, ValidationError
+from .scenario import Payload, Radio, Scenario, Server, User
+from .validation import ValidationError
 
 __version__ = "0.1.0"
 __all__ = ["Allocation", "Payload", "PRESETS", "Radio", "Scenario", "Server", "User", "ValidationError",

@@ -16,7 +16,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from .jsonio import atomic_write_text, json_default, loads_json  # noqa: F401 (re-exported)
 from .paths import CACHE
+from .validation import ValidationError
 
 
 def sha256_file(path) -> str:
@@ -28,53 +30,6 @@ def sha256_file(path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def atomic_write_text(path: Path, text: str, *, follow_symlinks: bool = False) -> None:
-    """Write ``text`` to ``path`` through a temporary file and ``os.replace`` (no torn files).
-
-    A symbolic link at ``path`` is *replaced* by the new regular file, never written through:
-    every cache, record and results file is written so (a link planted in a cache or results
-    folder cannot redirect a write to another file). Only an output path the user names
-    (``--output``, :meth:`Scenario.to_json`) passes ``follow_symlinks=True``: its link target is
-    replaced, the link kept. A path that exists and is not a regular file (a directory, a named
-    pipe, a device) is refused with one line, never replaced.
-    """
-    from .scenario import ValidationError
-
-    path = Path(path)
-    if path.is_symlink() and follow_symlinks:
-        path = Path(os.path.realpath(path))
-    if path.exists() and not path.is_symlink() and not path.is_file():
-        raise ValidationError(f"refusing to write {path}: it exists and is not a regular file")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def json_default(x):
-    """The one JSON encoder of the library (``json.dumps(..., default=json_default)``): NumPy
-    scalars and arrays, tuples and paths; anything else is an error, never a silent ``str``."""
-    import numpy as np
-
-    if isinstance(x, np.bool_):
-        return bool(x)
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.floating):
-        return float(x)
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    if isinstance(x, Path):
-        return str(x)
-    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
 
 
 def canonical_json(obj) -> str:
@@ -142,10 +97,8 @@ def value_digest(value) -> str:
 
 def _verified_entry(path: Path, name: str, canon) -> Any:
     """The value of a cache entry if it is whole and unedited: it parses (strictly:
-    :func:`spinlib.scenario.loads_json`) as ``{"name", "config", "value", "value_sha256"}`` with this
+    :func:`spinlib.jsonio.loads_json`) as ``{"name", "config", "value", "value_sha256"}`` with this
     name and config, and the value's digest matches; :data:`_MISS` otherwise (then recomputed)."""
-    from .scenario import ValidationError, loads_json
-
     try:
         stored = loads_json(path.read_text(encoding="utf-8"), f"cache entry {path.name}", allow_nonfinite=True)
     except (OSError, ValueError, ValidationError):  # torn, not UTF-8, not JSON

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .cache import atomic_write_text, json_default
-from .scenario import ValidationError
+from .validation import ValidationError
 
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
 _ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")

@@ -14,7 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from .cliargs import SEED_MAX, seed_arg  # noqa: F401  (seed_arg: the CLIs' shared argument type)
-from .scenario import MAX_USERS, Scenario, ValidationError, loads_json, read_json
+from .jsonio import loads_json, read_json
+from .scenario import MAX_USERS, Scenario
+from .validation import ValidationError
 
 
 MAX_NEW_TOKENS = 4096  # generate/measure: new tokens per prompt (the packaged models' context is 8k)

@@ -42,7 +42,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .scenario import ValidationError
+from .validation import ValidationError
 
 
 @runtime_checkable

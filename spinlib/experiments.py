@@ -35,7 +35,8 @@ from .control import get_policy, register_policy, solve
 from .control.registry import Policy, check_params
 from .presets import MEASURED_PRESET, MEASURED_PRESETS, get_preset, random_scenario, random_uldl_scenario
 from .rounds import evaluate
-from .scenario import Payload, Scenario, ValidationError
+from .scenario import Payload, Scenario
+from .validation import ValidationError
 
 RECORD_VERSION = 7  # bump when records or the solvers behind them change: cached_call keys include it
 KNOBS = ("bandwidth_mhz", "num_users", "heterogeneity", "payload", "access_latency_ms")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .scenario import ValidationError
+from .validation import ValidationError
 
 
 @dataclass(frozen=True)

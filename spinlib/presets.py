@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .channel import db_to_linear, dbm_to_w, path_loss_db
-from .scenario import Downlink, Payload, Radio, Scenario, Server, User, ValidationError, check_int_range
+from .scenario import Downlink, Payload, Radio, Scenario, Server, User
+from .validation import ValidationError, check_int_range
 
 # --------------------------------------------------------------------------------------------
 # Hardware tables (spec sheets)
@@ -355,7 +356,7 @@ def read_measured_summary(path) -> dict:
     (:func:`spinlib.scenario.read_json`) and checked: ``by_temperature`` maps temperatures to objects
     with a number ``alpha`` and a list ``prefix_profile``, and ``timing`` holds the numbers the
     presets use. A truncated or edited summary is one :class:`ValidationError` line naming the file."""
-    from .scenario import loads_json, read_text_checked
+    from .jsonio import loads_json, read_text_checked
 
     d = loads_json(read_text_checked(path, "measurement summary"), f"measurement summary {Path(path).name}",
                    allow_nonfinite=True)  # undefined profile entries are NaN; alpha is checked finite below

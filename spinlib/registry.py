@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
-from .scenario import ValidationError
+from .validation import ValidationError
 
 E = TypeVar("E")
 

@@ -34,7 +34,9 @@ import numpy as np
 from .acceptance import prefix_table, sample_accepted, tokens_table
 from .cache import json_default
 from .channel import RateModel
-from .scenario import Scenario, ValidationError, check_int_range, check_keys, read_json
+from .jsonio import read_json
+from .scenario import Scenario
+from .validation import ValidationError, check_int_range, check_keys
 
 ROUND_MODELS = ("sync", "async")
 L_MAX_ALLOWED = 64

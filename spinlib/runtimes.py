@@ -22,7 +22,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from .cache import atomic_write_text
-from .scenario import ValidationError
+from .validation import ValidationError
 
 BEGIN, END = "<!-- runtimes:begin -->", "<!-- runtimes:end -->"
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .scenario import ValidationError
+from .validation import ValidationError
 
 
 @dataclass(frozen=True)

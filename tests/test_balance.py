@@ -16,7 +16,7 @@ from spinlib.balance import (BalanceInstance, BalanceServer, BalanceUser, Schedu
                              thresholds, unregister_balance_policy, wireless_instance)
 from spinlib.balance.solvers import min_kv_assignment
 from spinlib.presets import random_scenario
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 
 PROVEN_FRACTION = 1.0  # spinlib.balance.solvers: exact on the phi grid
 

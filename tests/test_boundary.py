@@ -1,5 +1,5 @@
 """One trust boundary (issue 24): every JSON a user, a cache or a record hands us goes through one
-strict parser (:func:`spinlib.scenario.loads_json`); every spec refuses a repeated or non-finite
+strict parser (:func:`spinlib.jsonio.loads_json`); every spec refuses a repeated or non-finite
 parameter; caches are content-addressed and never write through a link; claims survive an
 interrupted run; a looser gap is never reported "optimal"; a solver stopped by its clock says so.
 
@@ -20,7 +20,9 @@ from spinlib.balance.model import BalanceInstance, Schedule
 from spinlib.cache import cached
 from spinlib.presets import random_scenario
 from spinlib.rounds import Allocation
-from spinlib.scenario import MAX_JSON_DEPTH, Scenario, ValidationError, loads_json, read_json
+from spinlib.jsonio import MAX_JSON_DEPTH, loads_json, read_json
+from spinlib.scenario import Scenario
+from spinlib.validation import ValidationError
 
 
 def _valid_documents() -> dict:
@@ -142,13 +144,13 @@ def test_deep_nesting_is_one_line_for_every_file_type(kind, depth):
 
 
 def test_an_oversized_file_is_refused_before_it_is_read(tmp_path, monkeypatch):
-    import spinlib.scenario as S
+    import spinlib.jsonio as jsonio
 
     f = tmp_path / "big.json"
     f.write_text(DOCS["scenario"][0])
-    monkeypatch.setattr(S, "MAX_JSON_BYTES", 10)
+    monkeypatch.setattr(jsonio, "MAX_JSON_BYTES", 10)
     with pytest.raises(ValidationError, match="more than the limit"):
-        S.read_json(f, "scenario")
+        read_json(f, "scenario")
 
 
 # ------------------------------------------------------------------ specs
@@ -309,7 +311,7 @@ def test_a_measured_preset_checks_its_summaries_and_says_when_timings_are_unreli
 @given(st.integers(0, 10**5))
 @settings(max_examples=50, deadline=None)
 def test_a_huge_count_formats_without_overflow(e):
-    from spinlib.scenario import count_text
+    from spinlib.validation import count_text
 
     n = 3**e
     text = count_text(n)

@@ -7,7 +7,7 @@ import warnings
 import pytest
 
 from spinlib.paths import ROOT
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 from spinlib.sd import measure as M
 from spinlib.sd import models as MD
 

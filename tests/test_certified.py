@@ -16,7 +16,7 @@ from spinlib.control import solve
 from spinlib.control.exhaustive import solve_exhaustive
 from spinlib.experiments import payload_of
 from spinlib.presets import get_preset
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 
 TOL = 1e-9
 PRESETS = ("llama2-7b-l4", "qwen-7b-l4")

@@ -26,7 +26,7 @@ from spinlib.control.branch_and_bound_async import async_node_bounds, multiplier
 from spinlib.control.heterogeneous import evaluate_async_lengths
 from spinlib.experiments import payload_of
 from spinlib.presets import get_preset, random_uldl_scenario
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 
 TOL = 1e-9
 PRESETS = ("llama2-7b-l4", "qwen-7b-l4")

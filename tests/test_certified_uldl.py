@@ -19,7 +19,7 @@ from spinlib.control import solve
 from spinlib.control import uldl as U
 from spinlib.control.branch_and_bound_uldl import item_vectors, make_items, tighten, uldl_node_bounds
 from spinlib.presets import random_uldl_scenario
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 
 TOL = 1e-9
 

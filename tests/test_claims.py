@@ -12,7 +12,7 @@ from spinlib import claims as C
 from spinlib import notebook as N
 from spinlib.cache import sha256_file
 from spinlib.paths import NOTEBOOKS, RESULTS, ROOT
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 
 
 def test_claim_renders_records_and_refuses_what_is_not_computed(tmp_path):

@@ -17,7 +17,7 @@ import torch
 from spinlib.decision import FixedLength, Outcome, RoundContext, check_lengths
 from spinlib.online import Env, energy_preset, make_controller
 from spinlib.online.registry import REGISTRY
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 from spinlib.sd.engine import speculative_generate, target_generate
 from spinlib.sd.toy import BigramLM
 

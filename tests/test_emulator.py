@@ -16,7 +16,8 @@ from spinlib.acceptance import sample_accepted
 from spinlib.emulator import (ClockResult, EmulationResult, EmulatorConfig, Fading, async_clock, emulate,
                               synthetic_trace, sync_clock)
 from spinlib.modes import mode_payload, parse_modes
-from spinlib.scenario import Payload, User, ValidationError
+from spinlib.scenario import Payload, User
+from spinlib.validation import ValidationError
 from spinlib.presets import random_uldl_scenario
 
 SYNC_POLICIES = ("homogeneous", "heterogeneous-sync", "agnostic", "server-only", "optimal-length-equal-bandwidth")

@@ -15,7 +15,7 @@ from spinlib.experiments import (frame, gain_table, make_scenario, make_uldl_sce
                                  uldl_specs, wide)
 from spinlib.presets import random_uldl_scenario
 from spinlib.rounds import Allocation
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 
 
 # a user policy, defined here and never inside spinlib: half the users draft 2 tokens, equal bandwidth

@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 
 EXAMPLES = int(os.environ.get("SPINLIB_FAULT_EXAMPLES", "25"))
 FAULTS = settings(max_examples=EXAMPLES, deadline=None, database=None,

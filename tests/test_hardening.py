@@ -11,7 +11,8 @@ from spinlib import random_scenario
 from spinlib.cache import atomic_write_text
 from spinlib.paths import ROOT
 from spinlib.rounds import Allocation
-from spinlib.scenario import Scenario, ValidationError
+from spinlib.scenario import Scenario
+from spinlib.validation import ValidationError
 
 
 def run(*args):
@@ -166,7 +167,7 @@ def test_every_physical_range_extreme_gives_a_finite_answer(end):
 
     from spinlib.control import solve
     from spinlib.presets import random_uldl_scenario
-    from spinlib.scenario import PHYSICAL_RANGES
+    from spinlib.validation import PHYSICAL_RANGES
 
     base = random_uldl_scenario(3, np.random.default_rng(4))
     for field, bounds in PHYSICAL_RANGES.items():

@@ -9,7 +9,7 @@ from scipy import stats
 
 from spinlib.maps import (Grid, cell_verdicts, grid_records, grid_seeds, paper1_gain_point, paper2_dl_side_point,
                           region_text)
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 
 
 def _noise_point(cell, seed):

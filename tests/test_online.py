@@ -14,7 +14,7 @@ from spinlib.online import (ArenaConfig, Controller, Delay, EnergyModel, RoundCo
 from spinlib.online.registry import CONTROLLERS, parse_spec
 from spinlib.online.traces import (PromptTrace, check_trace_record, load_pair_traces, load_traces, replay_prompt,
                                    run_lengths, trace_files)
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 
 costs_st = st.builds(RoundCosts, t_d=st.floats(1e-4, 0.2), t0=st.floats(0, 0.2), t1=st.floats(0, 0.02),
                      D=st.floats(0, 2.0), t_up=st.floats(0, 0.02))
@@ -349,7 +349,7 @@ def test_cli_arena_bad_input(argv, words, capsys):
 
 def test_fit_inverse_v_recovers_the_law_and_refuses_bad_input():
     from spinlib.online.experiments import fit_inverse_v
-    from spinlib.scenario import ValidationError
+    from spinlib.validation import ValidationError
 
     rng = np.random.default_rng(7)
     for _ in range(20):
@@ -371,7 +371,7 @@ def test_controller_specs_refuse_integers_beyond_the_float_range():
     from spinlib.online.gelato import _check_V
     from spinlib.online.multiuser import parse_mspec
     from spinlib.online.registry import parse_params
-    from spinlib.scenario import ValidationError
+    from spinlib.validation import ValidationError
 
     huge = "1" + "0" * 400
     for parse in (parse_spec, parse_mspec):

@@ -17,7 +17,7 @@ from spinlib.control.heterogeneous import solve_heterogeneous_sync
 from spinlib.emulator import EmulatorConfig, Fading, emulate
 from spinlib.online import multiuser as mu
 from spinlib.presets import random_scenario
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 
 
 def _objective(s, rng, L_max, kind):

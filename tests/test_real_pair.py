@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 from spinlib.sd import kernels as KN
 from spinlib.sd import models as MD
 

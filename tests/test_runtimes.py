@@ -8,7 +8,7 @@ import pytest
 
 from spinlib.paths import ROOT
 from spinlib.runtimes import BEGIN, END, readme_block, record_notebooks, record_tests, replace_block
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 
 
 def test_notebook_times_merge_and_render(tmp_path):

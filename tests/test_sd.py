@@ -11,7 +11,8 @@ import torch
 from scipy.stats import chisquare
 
 from spinlib.modes import feedback_bits, realised_bits
-from spinlib.scenario import Payload, ValidationError
+from spinlib.scenario import Payload
+from spinlib.validation import ValidationError
 from spinlib.sd.engine import RoundRecord, speculative_generate, target_generate
 from spinlib.sd.measure import prefix_profile, teacher_forced_beta
 from spinlib.sd.toy import BigramLM
@@ -249,7 +250,7 @@ def test_cached_only_reads_a_committed_measurement_or_refuses(tmp_path):
     import json as _json
 
     from spinlib.paths import DATA
-    from spinlib.scenario import ValidationError
+    from spinlib.validation import ValidationError
     from spinlib.sd.measure import measure_pair
 
     f = sorted((DATA / "measurements" / "qwen-coder").glob("humaneval-*.summary.json"))[0]

@@ -20,7 +20,7 @@ from spinlib.control.bandwidth import min_makespan_bandwidth
 from spinlib.control.branch_and_bound import sync_node_bounds
 from spinlib.control.search import Certificate, Incumbent, best_first, relative_gap
 from spinlib.rounds import sync_goodput
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 
 
 class Knapsack:

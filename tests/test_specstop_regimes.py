@@ -11,7 +11,7 @@ from spinlib.online import cspec
 from spinlib.online.arena import ArenaConfig, Delay, Stream, run_arena
 from spinlib.online.experiments import regret_exponent
 from spinlib.online.specstop import _ArmStats
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 
 
 # ---------------------------------------------------------------- the delay processes

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from spinlib.paths import ROOT
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 
 _spec = importlib.util.spec_from_file_location("speed_table", ROOT / "benchmarks" / "speed_table.py")
 ST = importlib.util.module_from_spec(_spec)

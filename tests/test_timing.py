@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from spinlib.scenario import ValidationError
+from spinlib.validation import ValidationError
 from spinlib.sd.measure import fit_verification
 from spinlib.timing import compare, load_check, measure, ratio_interval, require_quiet
 

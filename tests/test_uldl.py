@@ -15,7 +15,8 @@ from spinlib.control import solve, declared_subset
 from spinlib.control import uldl as U
 from spinlib.control.power import min_max_downlink_power
 from spinlib.control.reference import downlink_power_cvxpy
-from spinlib.scenario import Downlink, Payload, ValidationError
+from spinlib.scenario import Downlink, Payload
+from spinlib.validation import ValidationError
 from spinlib.acceptance import accept_all_table
 from spinlib.modes import mode_payload
 from spinlib.presets import random_uldl_scenario

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from ..scenario import ValidationError
+from ..validation import ValidationError
 from ..timing import measure
 from .instances import random_instance
 from .model import feasible

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..presets import EDGE_GPUS, MODELS, roofline_server
-from ..scenario import ValidationError, check_int_range
+from ..validation import ValidationError, check_int_range
 from .model import BalanceInstance, BalanceServer, BalanceUser
 
 KV_BYTES_PER_TOKEN = {  # 2 (K and V) x layers x hidden x bytes per value

@@ -37,7 +37,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
-from ..scenario import ValidationError, check_int_range
+from ..validation import ValidationError, check_int_range
 from .model import BalanceInstance, Schedule
 from .registry import register_balance_policy
 from .solvers import phi_grid

@@ -60,8 +60,9 @@ from typing import Any
 
 import numpy as np
 
-from ..scenario import (ValidationError, check_alpha, check_int_range, check_keys, check_real, field_names, read_json,
-                        required_fields, write_json)
+from ..jsonio import read_json, write_json
+from ..validation import (ValidationError, check_alpha, check_int_range, check_keys, check_real, field_names,
+                          required_fields)
 
 MODES = ("off", "AD", "SD")
 FORMAT = "spinlib.balance/1"

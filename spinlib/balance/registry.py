@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..registry import Registry, declared_params
-from ..scenario import ValidationError
+from ..validation import ValidationError
 from .model import BalanceInstance, Schedule, feasible
 
 FAMILIES = ("balance", "reference", "baseline", "user")

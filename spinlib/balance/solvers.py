@@ -67,7 +67,7 @@ import math
 
 import numpy as np
 
-from ..scenario import check_int_range
+from ..validation import check_int_range
 from .model import BalanceInstance, BalanceServer, BalanceUser, Schedule
 from .registry import register_balance_policy
 

@@ -20,7 +20,8 @@ import numpy as np
 
 from ..channel import RateModel, downlink_rate
 from ..presets import random_scenario
-from ..scenario import Scenario, ValidationError
+from ..scenario import Scenario
+from ..validation import ValidationError
 from .instances import random_instance
 from .model import BalanceInstance
 

@@ -25,7 +25,8 @@ import numpy as np
 from ..channel import LN2, RateModel
 from ..rounds import async_goodput, async_terms
 from ..roots import newton_decreasing
-from ..scenario import Scenario, ValidationError
+from ..scenario import Scenario
+from ..validation import ValidationError
 
 
 

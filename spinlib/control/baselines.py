@@ -18,7 +18,8 @@ import numpy as np
 
 from ..acceptance import tokens_table
 from ..rounds import Allocation, evaluate
-from ..scenario import Scenario, User, ValidationError, check_int_range
+from ..scenario import Scenario, User
+from ..validation import ValidationError, check_int_range
 from .bandwidth import async_optimal_bandwidth, equal_bandwidth, min_makespan_bandwidth
 from .registry import register_policy
 

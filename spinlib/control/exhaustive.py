@@ -13,7 +13,8 @@ import numpy as np
 from ..acceptance import tokens_table
 from ..channel import RateModel
 from ..rounds import Allocation
-from ..scenario import Scenario, ValidationError, check_int_range, count_text
+from ..scenario import Scenario
+from ..validation import ValidationError, check_int_range, count_text
 from .heterogeneous import evaluate_async_lengths, evaluate_sync_lengths
 from .registry import register_policy
 

@@ -62,7 +62,8 @@ import numpy as np
 from ..acceptance import tokens_table
 from ..channel import RateModel
 from ..rounds import Allocation, async_goodput, async_terms, evaluate, sync_goodput, sync_round_time
-from ..scenario import Scenario, check_int_range, check_nonnegative
+from ..scenario import Scenario
+from ..validation import check_int_range, check_nonnegative
 from .bandwidth import (
     async_best_response,
     async_marginal,

@@ -26,7 +26,8 @@ from scipy.special import lambertw
 from ..acceptance import tokens_table
 from ..channel import RateModel
 from ..rounds import Allocation, sync_goodput, sync_round_time
-from ..scenario import Scenario, ValidationError, check_int_range
+from ..scenario import Scenario
+from ..validation import ValidationError, check_int_range
 from .bandwidth import min_makespan_bandwidth
 from .registry import register_policy
 

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..registry import Registry, declared_params
-from ..scenario import Scenario, ValidationError
+from ..scenario import Scenario
+from ..validation import ValidationError
 
 FAMILIES = ("paper1", "paper2", "reference", "baseline", "online", "user")
 

@@ -30,7 +30,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from ..scenario import ValidationError, check_nonnegative
+from ..validation import ValidationError, check_nonnegative
 
 
 def check_gap(gap) -> float:

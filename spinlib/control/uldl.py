@@ -48,7 +48,8 @@ from ..acceptance import accept_all_table, tokens_table
 from ..channel import RateModel
 from ..modes import mode_names, mode_payload
 from ..rounds import Allocation, sync_goodput
-from ..scenario import Scenario, ValidationError, check_int_range, check_nonnegative, count_text
+from ..scenario import Scenario
+from ..validation import ValidationError, check_int_range, check_nonnegative, count_text
 from .bandwidth import min_makespan_bandwidth, required_bandwidth
 from .search import check_gap
 from .branch_and_bound_uldl import branch_and_bound_uldl

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..scenario import ValidationError, check_int_range, check_nonnegative
+from ..validation import ValidationError, check_int_range, check_nonnegative
 from .fading import Fading
 
 ACCEPTANCE_MODELS = ("iid", "profile")

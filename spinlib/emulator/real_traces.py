@@ -27,7 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..rounds import Allocation
-from ..scenario import Scenario, ValidationError
+from ..scenario import Scenario
+from ..validation import ValidationError
 from .config import EmulatorConfig
 from .traces import Trace, trace_bits
 

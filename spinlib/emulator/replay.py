@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..rounds import Allocation, evaluate
-from ..scenario import Scenario, User, ValidationError
+from ..scenario import Scenario, User
+from ..validation import ValidationError
 from .config import EmulatorConfig
 from .real_traces import REAL_TASKS, real_prompts
 from .testbed import emulate

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from ..rounds import Allocation, check_allocation, evaluate
-from ..scenario import Scenario, ValidationError
+from ..scenario import Scenario
+from ..validation import ValidationError
 from .clock import async_clock, sync_clock
 from .config import EmulatorConfig
 from .real_traces import real_trace  # torch and the models load inside it only

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..scenario import ValidationError, check_int_range
+from ..validation import ValidationError, check_int_range
 from .registry import Controller, Env, register_controller
 
 

@@ -42,7 +42,7 @@ import numpy as np
 
 from ..decision import Outcome, check_lengths
 from ..emulator.fading import Fading
-from ..scenario import ValidationError, check_int_range, check_nonnegative, check_positive
+from ..validation import ValidationError, check_int_range, check_nonnegative, check_positive
 from ..emulator.testbed import MAX_ROUND_USER_CELLS
 from .energy import EnergyModel, energy_preset
 from .registry import ControllerSpec, Env, as_spec, make_controller

@@ -80,7 +80,7 @@ def add_arena_parser(subparsers):
 
 def _delay(args):
     """The arena's :class:`Delay` from the command line (every combination checked by ``Delay`` itself)."""
-    from ..scenario import ValidationError
+    from ..validation import ValidationError
     from .arena import Delay, IID_DELAY_KINDS
 
     levels = ()
@@ -130,7 +130,7 @@ def cmd_arena(args) -> int:
     import numpy as np
 
     from ..emulator.fading import Fading
-    from ..scenario import ValidationError, check_int_range
+    from ..validation import ValidationError, check_int_range
     from .arena import ArenaConfig, Delay, Stream, run_arena
     from .registry import REGISTRY
 
@@ -219,7 +219,8 @@ def cmd_replan(args) -> int:
     on bad input."""
     from ..control.registry import load_env_plugins, load_plugin
     from ..emulator.fading import Fading
-    from ..scenario import Scenario, ValidationError
+    from ..scenario import Scenario
+    from ..validation import ValidationError
     from .multiuser import REGISTRY, ReplanConfig, parse_mspec, run_replan
 
     try:

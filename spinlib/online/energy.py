@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..scenario import ValidationError, check_nonnegative
+from ..validation import ValidationError, check_nonnegative
 
 
 @dataclass(frozen=True)

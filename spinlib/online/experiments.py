@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..scenario import ValidationError
+from ..validation import ValidationError
 from .arena import ArenaConfig, Delay, Stream, run_arena
 from .energy import energy_preset
 from .registry import cspec

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from ..scenario import ValidationError, check_positive
+from ..validation import ValidationError, check_positive
 from .anchors import first_true
 from .registry import Controller, Env, register_controller
 

@@ -117,7 +117,8 @@ from ..emulator.testbed import MAX_ROUND_USER_CELLS
 from ..emulator.traces import Trace, trace_bits
 from ..rounds import Allocation, evaluate, sync_round_time, uplink_time
 from ..registry import Registry, declared_params
-from ..scenario import Scenario, ValidationError, check_int_range, check_nonnegative, check_positive
+from ..scenario import Scenario
+from ..validation import ValidationError, check_int_range, check_nonnegative, check_positive
 from .energy import ENERGY_PRESETS, EnergyModel
 from .registry import ControllerEntry, ControllerSpec, parse_params
 

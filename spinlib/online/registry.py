@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..registry import Registry, declared_params
-from ..scenario import ValidationError
+from ..validation import ValidationError
 
 FAMILIES = ("specstop", "anchor", "gelato", "oracle", "multi-user", "user")
 

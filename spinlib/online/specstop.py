@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..scenario import ValidationError
+from ..validation import ValidationError
 from .registry import Controller, Env, register_controller
 from .stopping import RoundCosts, iid_survival, optimal_stopping, rule_length
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..scenario import ValidationError, check_nonnegative, check_positive
+from ..validation import ValidationError, check_nonnegative, check_positive
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from ..scenario import ValidationError, loads_json
+from ..jsonio import loads_json
+from ..validation import ValidationError
 
 TRACE_VERSION = 1
 FIELDS = ("accept", "top_prob", "entropy", "accept_prob")
@@ -154,7 +155,7 @@ def read_traces(path) -> dict[int, dict]:
     record is refused with one line naming the file, the line and the field. An empty file or a
     file without records is refused too (an empty trace cannot be replayed).
     """
-    from ..scenario import read_text_checked
+    from ..jsonio import read_text_checked
 
     path = Path(path)
     if not path.is_file():
@@ -192,7 +193,7 @@ def verified_traces(path) -> list[PromptTrace]:
     is one :class:`ValidationError` line naming the file and what differs.
     """
     from ..cache import config_key, sha256_file, value_digest
-    from ..scenario import read_text_checked
+    from ..jsonio import read_text_checked
 
     path = Path(path)
     task, key = task_of(path), path.stem.rpartition("-")[2]

@@ -23,7 +23,8 @@ import time
 import torch
 
 from ..modes import mode_names, parse_modes
-from ..scenario import Payload, ValidationError
+from ..scenario import Payload
+from ..validation import ValidationError
 from .engine import DEFAULT_PAYLOAD, CachedLM, RoundRecord, accept_drafts, draft_tokens
 
 

@@ -37,7 +37,8 @@ import torch
 
 from ..decision import FixedLength, Outcome, RoundContext, certain_rows, check_decider, check_lengths, check_rate
 from ..modes import MODES, feedback_bits, realised_bits
-from ..scenario import Payload, ValidationError
+from ..scenario import Payload
+from ..validation import ValidationError
 
 DEFAULT_PAYLOAD = Payload(2, "ids", 16, 1)  # bit accounting when no payload is given
 

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from ..scenario import ValidationError
+from ..validation import ValidationError
 
 CANDIDATES = ("fp32", "fp32-prepacked", "bf16")
 ROWS = (1, 5)  # one decoding step; one verification of 4 drafts + the bonus position
@@ -212,7 +212,7 @@ def choose_kernel(hidden: int, intermediate: int, *, threads: int | None = None,
     match the sha256 of its own content (an edited choice is re-measured, never trusted).
     """
     from ..cache import atomic_write_text, config_key, value_digest
-    from ..scenario import loads_json
+    from ..jsonio import loads_json
     from ..paths import ROOT
     from ..timing import set_threads
 

