@@ -244,6 +244,28 @@ def _quiet_model_loading() -> None:
     hf_logging.set_verbosity_error()
 
 
+def _real_controller(cspec, args, pair: str, payload):
+    """The registered online controller ``cspec`` for one user of the real engine: the pair's measured
+    timings (:func:`spinlib.online.experiments.pair_timings`), the phone-SoC energy preset, the uplink
+    bits of one drafted token in this mode, the run's seed, and (for oracle controllers) the prefix
+    survival pooled over the pair's recorded traces."""
+    import numpy as np
+
+    from .modes import realised_bits
+    from .online.energy import energy_preset
+    from .online.experiments import pair_timings, pooled_survival
+    from .online.registry import Env, make_controller
+    from .online.traces import pair_tasks
+
+    tim = pair_timings(pair)
+    survival = pooled_survival(pair, args.L_max)[None, :] if pair_tasks(pair) else None
+    up, _ = realised_bits(payload, 1, 1, args.mode == "UL", greedy=args.temperature == 0)
+    env = Env(K=1, L_max=args.L_max, mean_delay_s=args.delay_ms / 1e3, bits_per_token=float(up),
+              energy=energy_preset("phone-soc", tim["t_d"]), energy_budget_j=float(args.energy_budget_j),
+              rng=np.random.default_rng(args.seed), survival=survival, **tim)
+    return make_controller(cspec.name, env, **cspec.kwargs)
+
+
 def cmd_generate(args) -> int:
     import torch
 
@@ -256,26 +278,47 @@ def cmd_generate(args) -> int:
 
     if not math.isfinite(args.temperature) or args.temperature < 0:
         raise ValidationError(f"--temperature must be a finite number >= 0, got {args.temperature}")
-    if args.draft_length < 0 or args.draft_length > 64:
-        raise ValidationError(f"--draft-length must be in [0, 64], got {args.draft_length}")
+    if args.controller is not None and args.draft_length is not None:
+        raise ValidationError("give --draft-length (a fixed length) or --controller (a decider), not both")
+    draft_length = 4 if args.draft_length is None else args.draft_length
+    if draft_length < 0 or draft_length > 64:
+        raise ValidationError(f"--draft-length must be in [0, 64], got {draft_length}")
     if args.max_new_tokens > MAX_NEW_TOKENS:
         raise ValidationError(f"--max-new-tokens must be <= {MAX_NEW_TOKENS}, got {args.max_new_tokens}")
+    cspec = None
+    if args.controller is not None:  # checked before any model loads
+        from .online.registry import parse_spec
+        from .validation import check_int_range, check_nonnegative
+
+        _load_plugins(args)
+        cspec = parse_spec(args.controller)
+        check_int_range("--L-max", args.L_max, 1, 64)
+        check_nonnegative("--delay-ms", args.delay_ms)
+        if not (args.uplink_kbps > 0):  # inf allowed: no upload time
+            raise ValidationError(f"--uplink-kbps must be > 0 (inf: instant upload), got {args.uplink_kbps}")
+        if math.isnan(args.energy_budget_j) or args.energy_budget_j < 0:
+            raise ValidationError(f"--energy-budget-j must be >= 0 (inf: no budget), got {args.energy_budget_j}")
     pair = _require_installed(args.pair)
     _quiet_model_loading()
     target, draft, tok = load_pair(pair.name)
     spec = PACKAGED[pair.target]
+    payload = Payload(spec.vocab_size, "full")
+    if cspec is not None:
+        draft_length = _real_controller(cspec, args, pair.name, payload)
     ids = encode(tok, args.prompt, chat=args.chat, max_prompt_tokens=None)
     if len(ids) > MAX_PROMPT_TOKENS:  # never cut a prompt silently (it would drop the chat template's header)
         raise ValidationError(f"the prompt has {len(ids):,} tokens, the limit is {MAX_PROMPT_TOKENS:,}; shorten it")
     stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
+    clock = {} if cspec is None else {"delay_s": args.delay_ms / 1e3, "uplink_bps": args.uplink_kbps * 1e3}
     new, rounds = speculative_generate(target, draft, ids, max_new_tokens=args.max_new_tokens,
-                                       draft_length=args.draft_length, temperature=args.temperature,
+                                       draft_length=draft_length, temperature=args.temperature,
                                        generator=torch.Generator().manual_seed(args.seed), mode=args.mode,
-                                       payload=Payload(spec.vocab_size, "full"), stop_ids=stop)
+                                       payload=payload, stop_ids=stop, **clock)
     from .sd.models import pair_kernel
 
     out = {"text": tok.decode(new, skip_special_tokens=True), "token_ids": new, "rounds": records_to_dicts(rounds),
-           "pair": pair.name, "kernel": pair_kernel(pair.name).describe()}
+           "pair": pair.name, "kernel": pair_kernel(pair.name).describe(),
+           "controller": None if cspec is None else cspec.title}
     if args.json:
         _print_json(out)
     else:
@@ -481,7 +524,19 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="speculative decoding with a real pair")
     g.add_argument("--pair", required=True)
     g.add_argument("--prompt", required=True)
-    g.add_argument("--draft-length", type=int, default=4)
+    g.add_argument("--draft-length", type=int, default=None, help="fixed draft length every round (default 4)")
+    g.add_argument("--controller", default=None, metavar="SPEC",
+                   help="an online controller drives each round instead ('name' or 'name:key=value,...'; "
+                        "python -m spinlib arena --list-controllers)")
+    g.add_argument("--L-max", dest="L_max", type=int, default=8, help="with --controller: largest draft length")
+    g.add_argument("--delay-ms", type=float, default=0.0,
+                   help="with --controller: communication delay its clock adds to every round [ms]")
+    g.add_argument("--uplink-kbps", type=float, default=float("inf"),
+                   help="with --controller: uplink rate of its clock [kbit/s] (default: instant)")
+    g.add_argument("--energy-budget-j", type=float, default=float("inf"),
+                   help="with --controller: average energy per round for energy-aware controllers [J]")
+    g.add_argument("--plugin", action="append", metavar="FILE.py",
+                   help="a Python file that registers controllers (also $SPINLIB_PLUGINS)")
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=64)
     g.add_argument("--mode", choices=("UL", "DL"), default="UL", help="correction mode (bit accounting only)")
