@@ -245,24 +245,23 @@ def _quiet_model_loading() -> None:
 
 
 def _real_controller(cspec, args, pair: str, payload):
-    """The registered online controller ``cspec`` for one user of the real engine: the pair's measured
-    timings (:func:`spinlib.online.experiments.pair_timings`), the phone-SoC energy preset, the uplink
-    bits of one drafted token in this mode, the run's seed, and (for oracle controllers) the prefix
-    survival pooled over the pair's recorded traces."""
+    """The registered online controller ``cspec`` for one user of the real engine
+    (:func:`spinlib.online.real_rounds.one_user_env`): the uplink bits of one drafted token in this
+    mode, the run's seed, and (for oracle controllers) the prefix survival pooled over the pair's
+    recorded traces."""
     import numpy as np
 
     from .modes import realised_bits
-    from .online.energy import energy_preset
-    from .online.experiments import pair_timings, pooled_survival
-    from .online.registry import Env, make_controller
+    from .online.experiments import pooled_survival
+    from .online.real_rounds import one_user_env
+    from .online.registry import make_controller
     from .online.traces import pair_tasks
 
-    tim = pair_timings(pair)
     survival = pooled_survival(pair, args.L_max)[None, :] if pair_tasks(pair) else None
     up, _ = realised_bits(payload, 1, 1, args.mode == "UL", greedy=args.temperature == 0)
-    env = Env(K=1, L_max=args.L_max, mean_delay_s=args.delay_ms / 1e3, bits_per_token=float(up),
-              energy=energy_preset("phone-soc", tim["t_d"]), energy_budget_j=float(args.energy_budget_j),
-              rng=np.random.default_rng(args.seed), survival=survival, **tim)
+    env = one_user_env(pair, L_max=args.L_max, delay_s=args.delay_ms / 1e3, bits_per_token=float(up),
+                       energy_budget_j=float(args.energy_budget_j), rng=np.random.default_rng(args.seed),
+                       survival=survival)
     return make_controller(cspec.name, env, **cspec.kwargs)
 
 

@@ -61,6 +61,14 @@ def grid_seeds(seed: int, n_seeds: int) -> list[int]:
     return [int(s) for s in np.random.SeedSequence(seed).generate_state(n_seeds)]
 
 
+def check_axes(point: str, cell: dict, allowed) -> None:
+    """One line naming ``point`` and the axes of ``cell`` it does not know (a point function's guard:
+    an axis it would ignore silently is refused)."""
+    unknown = set(cell) - set(allowed)
+    if unknown:
+        raise ValidationError(f"{point}: unknown axes {sorted(unknown)}")
+
+
 class _GridPoint:
     def __init__(self, fn, cell, seed):
         self.fn, self.cell, self.seed = fn, cell, seed
@@ -156,9 +164,7 @@ def paper1_gain_point(cell: dict, seed: int, *, preset: str = "llama2-7b-l4", nu
     from .control import solve
     from .experiments import heterogeneity_kwargs
 
-    unknown = set(cell) - {"bandwidth_mhz", "heterogeneity", "access_latency_ms", "num_users"}
-    if unknown:
-        raise ValidationError(f"paper1_gain_point: unknown axes {sorted(unknown)}")
+    check_axes("paper1_gain_point", cell, {"bandwidth_mhz", "heterogeneity", "access_latency_ms", "num_users"})
     kw = heterogeneity_kwargs(float(cell.get("heterogeneity", 0.5)))
     if "bandwidth_mhz" in cell:
         kw["bandwidth_hz"] = float(cell["bandwidth_mhz"]) * 1e6
@@ -182,9 +188,7 @@ def paper2_dl_side_point(cell: dict, seed: int, *, num_users: int = 8) -> dict:
     from .experiments import make_uldl_scenario
 
     settings = {"preset", "payload_mode", "top_k", "bits_per_prob", "heterogeneity"}  # passed through as they are
-    unknown = set(cell) - {"dl_power_dbm", "cell_radius_m", "num_users"} - settings
-    if unknown:
-        raise ValidationError(f"paper2_dl_side_point: unknown axes {sorted(unknown)}")
+    check_axes("paper2_dl_side_point", cell, {"dl_power_dbm", "cell_radius_m", "num_users"} | settings)
     kw = {"num_users": int(cell.get("num_users", num_users)), **{k: cell[k] for k in settings if k in cell}}
     if "dl_power_dbm" in cell:
         kw["dl_power_dbm"] = float(cell["dl_power_dbm"])
@@ -199,5 +203,5 @@ def paper2_dl_side_point(cell: dict, seed: int, *, num_users: int = 8) -> dict:
             "drafting": int(drafting.sum())}
 
 
-__all__ = ["Grid", "grid_seeds", "grid_records", "cell_verdicts", "region_text", "plot_map", "paper1_gain_point",
+__all__ = ["Grid", "check_axes", "grid_seeds", "grid_records", "cell_verdicts", "region_text", "plot_map", "paper1_gain_point",
            "paper2_dl_side_point"]

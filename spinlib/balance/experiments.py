@@ -9,7 +9,6 @@ import time
 
 import numpy as np
 
-from ..validation import ValidationError
 from ..timing import measure
 from .instances import random_instance
 from .model import feasible
@@ -164,9 +163,9 @@ def balance_hybrid_point(cell: dict, seed: int, phi_steps: int = 20) -> dict:
     :data:`HYBRID_MAP_DEFAULTS`; the rest at the generator's defaults), solved by
     :func:`hybrid_regime_point`. ``hybrid_gain`` = (BALANCE - max(AD-only, SD-only)) / K, >= 0 by
     construction; ``best_single_share`` = the better single mode's served share."""
-    unknown = set(cell) - {"num_users", *HYBRID_MAP_DEFAULTS}
-    if unknown:
-        raise ValidationError(f"balance_hybrid_point: unknown axes {sorted(unknown)}")
+    from ..maps import check_axes
+
+    check_axes("balance_hybrid_point", cell, {"num_users", *HYBRID_MAP_DEFAULTS})
     c = {**HYBRID_MAP_DEFAULTS, **cell}
     K = int(c.get("num_users", 30))
     setting = {"num_users": K, "memory_gb": float(c["memory_gb"]),

@@ -401,12 +401,13 @@ def _gelato_setting(pair: str, *, rounds: int, users: int, L_max: int, delay_s: 
 
 
 def _fixed_lengths(streams, common: dict, L_max: int, seed: int, n_seeds: int):
-    """Tokens, time and energy per round ``[L_max]`` of every fixed length ``1..L_max``, and the summary."""
+    """Tokens per round, round time [s], energy per round [J] and throughput [token/s], each a list over
+    the fixed lengths ``1..L_max``."""
     fixed = run_arena([cspec("fixed", L=L) for L in range(1, L_max + 1)], streams, ArenaConfig(**common), seed=seed,
                       n_seeds=n_seeds, oracles=False)
     fs = fixed.summary()
     col = lambda c: [float(fs.loc[f"fixed:L={L}", c]) for L in range(1, L_max + 1)]  # noqa: E731
-    return col("tokens_per_round"), col("round_time_s"), col("energy_per_round_j"), fs
+    return col("tokens_per_round"), col("round_time_s"), col("energy_per_round_j"), col("tokens_per_s")
 
 
 def budget_between(E, tokens_per_s, frac: float) -> float:
@@ -427,17 +428,16 @@ def gelato_gain_point(cell: dict, seed: int, *, pair: str = "qwen-coder", rounds
     ``gap_mixture`` (its throughput over the best feasible mixture's, minus 1), ``debt_j`` (its energy
     debt per user at the end) and ``budget_j``.
     """
-    unknown = set(cell) - {"budget_fraction", "delay_ms", "pair", "rounds", "users", "V", "eta"}
-    if unknown:
-        raise ValidationError(f"gelato_gain_point: unknown axes {sorted(unknown)}")
+    from ..maps import check_axes
+
+    check_axes("gelato_gain_point", cell, {"budget_fraction", "delay_ms", "pair", "rounds", "users", "V", "eta"})
     pair, rounds, users = str(cell.get("pair", pair)), int(cell.get("rounds", rounds)), int(cell.get("users", users))
     V, eta = float(cell.get("V", V)), float(cell.get("eta", eta))
     _, _, streams, common = _gelato_setting(pair, rounds=rounds, users=users, L_max=L_max,
                                             delay_s=float(cell.get("delay_ms", 100.0)) / 1e3, energy="phone-soc",
                                             fading="rayleigh")
-    N, T, E, fs = _fixed_lengths(streams, common, L_max, int(seed), 1)
-    budget = budget_between(E, [float(fs.loc[f"fixed:L={L}", "tokens_per_s"]) for L in range(1, L_max + 1)],
-                            float(cell.get("budget_fraction", 0.6)))
+    N, T, E, thr = _fixed_lengths(streams, common, L_max, int(seed), 1)
+    budget = budget_between(E, thr, float(cell.get("budget_fraction", 0.6)))
     mixture, _ = best_feasible_mixture(N, T, E, budget)
     g, f4 = cspec("gelato", V=V, eta=eta), cspec("fixed", L=4)
     summ = run_arena([g, f4], streams, ArenaConfig(energy_budget_j=budget, **common), seed=int(seed), n_seeds=1,
@@ -460,11 +460,10 @@ def gelato_study(pair: str, *, V_values, budget_fractions, V_front: float, eta: 
     """
     tim, em, streams, common = _gelato_setting(pair, rounds=rounds, users=users, L_max=L_max, delay_s=delay_s,
                                                energy=energy, fading=fading)
-    N, T, E, fs = _fixed_lengths(streams, common, L_max, seed, n_seeds)
+    N, T, E, thr = _fixed_lengths(streams, common, L_max, seed, n_seeds)
     out = {"timings": tim, "energy_model": {"draft_j_per_token": em.draft_j_per_token, "tx_power_w": em.tx_power_w,
                                             "idle_power_w": em.idle_power_w},
-           "fixed": {"N": N, "T": T, "E": E, "tokens_per_s": [fs.loc[f"fixed:L={L}", "tokens_per_s"]
-                                                             for L in range(1, L_max + 1)]},
+           "fixed": {"N": N, "T": T, "E": E, "tokens_per_s": thr},
            "budgets": {}}
     for frac in budget_fractions:
         budget = budget_between(E, out["fixed"]["tokens_per_s"], frac)
@@ -496,9 +495,9 @@ def specstop_margin_point(cell: dict, seed: int, *, pair: str = "qwen-coder", ro
     ``users`` may also come as single-valued axes (settings). Returns the relative throughput
     margins ``ucb / other - 1`` (positive: UCB-SpecStop faster) and ``gap_best_fixed``.
     """
-    unknown = set(cell) - {"delay_ms", "draft_cost_ratio", "pair", "rounds", "users"}
-    if unknown:
-        raise ValidationError(f"specstop_margin_point: unknown axes {sorted(unknown)}")
+    from ..maps import check_axes
+
+    check_axes("specstop_margin_point", cell, {"delay_ms", "draft_cost_ratio", "pair", "rounds", "users"})
     pair, rounds, users = str(cell.get("pair", pair)), int(cell.get("rounds", rounds)), int(cell.get("users", users))
     tim = dict(pair_timings(pair))
     if "draft_cost_ratio" in cell:

@@ -35,6 +35,21 @@ from .registry import Env, make_controller, parse_params
 from .traces import PromptTrace, load_pair_traces, run_lengths
 
 
+def one_user_env(pair: str, *, L_max: int, delay_s: float, bits_per_token: float, energy_budget_j: float,
+                 rng: np.random.Generator, survival=None) -> Env:
+    """What a controller knows driving the real engine for one user of ``pair``: the pair's measured
+    timings (:func:`spinlib.online.experiments.pair_timings`), the phone-SoC energy preset at its
+    drafting time, the mean delay [s], the uplink bits per drafted token, the energy budget [J/round]
+    and (oracles only) the prefix survival ``[1, L_max + 1]``."""
+    from .energy import energy_preset
+    from .experiments import pair_timings
+
+    tim = pair_timings(pair)
+    return Env(K=1, L_max=L_max, mean_delay_s=delay_s, bits_per_token=bits_per_token,
+               energy=energy_preset("phone-soc", tim["t_d"]), energy_budget_j=energy_budget_j, rng=rng,
+               survival=survival, **tim)
+
+
 def replay_decider(decider, trace: PromptTrace, env: Env, *, delay_s: float, uplink_bps: float,
                    max_new_tokens: int | None = None) -> list[tuple[int, int]]:
     """Rounds ``[(L, A, N), ...]`` of ``decider`` replayed over ``trace`` (module docstring), with the
@@ -80,10 +95,7 @@ def real_vs_replay(pair: str, rules, *, tasks, n_prompts: int, max_new_tokens: i
     from ..sd.engine import speculative_generate
     from ..sd.models import PACKAGED, get_pair, load_pair
     from ..sd.prompts import encode, encode_for_pair, load_prompts
-    from .energy import energy_preset
-    from .experiments import pair_timings
 
-    tim = pair_timings(pair)
     traces = load_pair_traces(pair, tasks=list(tasks))
     target, draft, tok = load_pair(pair)
     spec = PACKAGED[get_pair(pair).target]
@@ -102,9 +114,9 @@ def real_vs_replay(pair: str, rules, *, tasks, n_prompts: int, max_new_tokens: i
                     else encode(tok, prompt["prompt"], False)
 
                 def fresh(k):
-                    env = Env(K=1, L_max=L_max, mean_delay_s=delay_s, bits_per_token=16.0,
-                              energy=energy_preset("phone-soc", tim["t_d"]), energy_budget_j=energy_budget_j,
-                              rng=np.random.default_rng(np.random.SeedSequence(ss.entropy, spawn_key=(j, k))), **tim)
+                    rng = np.random.default_rng(np.random.SeedSequence(ss.entropy, spawn_key=(j, k)))
+                    env = one_user_env(pair, L_max=L_max, delay_s=delay_s, bits_per_token=16.0,
+                                       energy_budget_j=energy_budget_j, rng=rng)
                     return make_controller(name, env, **params)
 
                 t0 = time.perf_counter()
@@ -167,4 +179,4 @@ def agreement(records: list[dict]) -> list[dict]:
     return rows
 
 
-__all__ = ["replay_decider", "real_vs_replay", "parting", "agreement"]
+__all__ = ["one_user_env", "replay_decider", "real_vs_replay", "parting", "agreement"]
