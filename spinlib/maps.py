@@ -15,12 +15,21 @@ parameters. Verdicts come after, from the records:
   holds);
 * :func:`plot_map` -- a heat map of the mean with one marker per verdict (colour is not the only cue).
 
+A claim of an exact property (a structure every instance must have) is judged with
+``cell_verdicts(..., rule="every")``: a point holds when every instance of it holds, fails when none
+does, and is undecided when some do and some do not.
+
 Point functions of the claims mapped here: :func:`paper1_gain_point` (paper 1's "optimised draft
-control beats the channel-agnostic allocation") and :func:`paper2_dl_side_point` (paper 2's "far
-devices go DL").
+control beats the channel-agnostic allocation"), :func:`paper1_compensation_point` ("bandwidth
+compensates weaker computation and communication"), :func:`paper1_rewards_point` ("bandwidth rewards
+higher acceptance"), :func:`paper2_dl_side_point` (paper 2's "far devices go DL") and
+:func:`paper2_structure_point` (paper 2's "top-m users in UL" structure). The online controllers'
+point functions live with their studies (:mod:`spinlib.online.experiments`), BALANCE's in
+:mod:`spinlib.balance.experiments`.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 
@@ -90,18 +99,33 @@ def grid_records(fn, grid: Grid, *, n_jobs: int | None = None, progress: bool = 
     return map_points(_call, points, n_jobs=n_jobs, progress=progress, desc="claim map")
 
 
-def cell_verdicts(records, axes, metric: str, threshold: float = 0.0, confidence: float = 0.95):
-    """Per cell: ``mean``, the t-interval ``lo``/``hi`` of the mean over seeds, ``n`` and ``verdict``
-    ("holds": ``lo > threshold``; "fails": ``hi <= threshold``, which includes a metric equal to the
-    threshold in every seed, e.g. a gain that is 0 by construction; else "undecided"). A DataFrame."""
+def cell_verdicts(records, axes, metric: str, threshold: float = 0.0, confidence: float = 0.95,
+                  rule: str = "interval"):
+    """Per cell: ``mean``, ``lo``/``hi``, ``n`` and ``verdict`` ("holds": ``lo > threshold``; "fails":
+    ``hi <= threshold``, which includes a metric equal to the threshold in every seed, e.g. a gain that
+    is 0 by construction; else "undecided"). A DataFrame.
+
+    ``rule="interval"`` (a claim about a mean): ``lo``/``hi`` is the t-interval of the mean over the
+    seeds at ``confidence``. ``rule="every"`` (a claim every instance must satisfy, e.g. a structure):
+    ``lo``/``hi`` are the smallest and largest value over the seeds, so a cell holds when every
+    instance is above the threshold, fails when none is, and is undecided when some are.
+    """
     import pandas as pd
     from scipy import stats
 
+    if rule not in ("interval", "every"):
+        raise ValidationError(f"rule must be 'interval' or 'every', got {rule!r}")
     df = pd.DataFrame(records)
+    if metric not in df.columns:
+        raise ValidationError(f"metric {metric!r} is not in the records (columns: {sorted(df.columns)})")
     g = df.groupby(list(axes))[metric]
-    out = g.agg(["mean", "std", "count"]).reset_index()
-    half = stats.t.ppf(0.5 + confidence / 2, np.maximum(out["count"] - 1, 1)) * out["std"] / np.sqrt(out["count"])
-    out["lo"], out["hi"] = out["mean"] - half, out["mean"] + half
+    out = g.agg(["mean", "std", "count", "min", "max"]).reset_index()
+    if rule == "every":
+        out["lo"], out["hi"] = out["min"], out["max"]
+    else:
+        half = stats.t.ppf(0.5 + confidence / 2, np.maximum(out["count"] - 1, 1)) * out["std"] / np.sqrt(out["count"])
+        out["lo"], out["hi"] = out["mean"] - half, out["mean"] + half
+    out = out.drop(columns=["min", "max"])
     out["verdict"] = np.where(out["lo"] > threshold, "holds", np.where(out["hi"] <= threshold, "fails", "undecided"))
     return out.rename(columns={"count": "n"}).drop(columns="std")
 
@@ -203,5 +227,105 @@ def paper2_dl_side_point(cell: dict, seed: int, *, num_users: int = 8) -> dict:
             "drafting": int(drafting.sum())}
 
 
-__all__ = ["Grid", "check_axes", "grid_seeds", "grid_records", "cell_verdicts", "region_text", "plot_map", "paper1_gain_point",
-           "paper2_dl_side_point"]
+def paper1_compensation_point(cell: dict, seed: int, *, preset: str = "llama2-7b-l4", num_users: int = 10,
+                              draft_step: float = 1.2, loss_step_db: float = 2.0) -> dict:
+    """Paper 1's "the homogeneous split compensates weaker computation and communication" at one point.
+
+    On a random cell (:func:`spinlib.random_scenario`; ``cell`` may set ``num_users``,
+    ``bandwidth_mhz`` and ``heterogeneity`` as in :func:`paper1_gain_point`) the L-independent
+    split ``b*`` of :func:`spinlib.control.homogeneous.per_token_makespan` is recomputed once per user
+    with that user's draft time multiplied by ``draft_step`` (weaker computation) and once with its
+    path loss raised by ``loss_step_db`` dB (weaker communication), all else fixed. Returns
+    ``compensated_compute`` / ``compensated_channel``: the share of users whose bandwidth rose
+    strictly (1.0: every user was compensated), and ``compensated`` (the smaller of the two).
+    """
+    from . import random_scenario
+    from .control.homogeneous import per_token_makespan
+    from .experiments import heterogeneity_kwargs
+
+    check_axes("paper1_compensation_point", cell, {"bandwidth_mhz", "heterogeneity", "num_users"})
+    kw = heterogeneity_kwargs(float(cell.get("heterogeneity", 0.5)))
+    if "bandwidth_mhz" in cell:
+        kw["bandwidth_hz"] = float(cell["bandwidth_mhz"]) * 1e6
+    s = random_scenario(int(cell.get("num_users", num_users)), seed=seed, preset=preset, **kw)
+    _, b = per_token_makespan(s)
+    up = {"compute": [], "channel": []}
+    for k, u in enumerate(s.users):
+        for what, changed in (("compute", dataclasses.replace(u, draft_time_s=u.draft_time_s * draft_step)),
+                              ("channel", dataclasses.replace(u, channel_gain=u.channel_gain
+                                                              * 10 ** (-loss_step_db / 10)))):
+            users = list(s.users)
+            users[k] = changed
+            _, b2 = per_token_makespan(s.replace(users=tuple(users)))
+            up[what].append(bool(b2[k] > b[k]))
+    cc, ch = float(np.mean(up["compute"])), float(np.mean(up["channel"]))
+    return {"compensated_compute": cc, "compensated_channel": ch, "compensated": min(cc, ch)}
+
+
+def paper1_rewards_point(cell: dict, seed: int, *, preset: str = "llama2-7b-l4", num_users: int = 8,
+                         alpha_range: tuple = (0.3, 0.95), draft_time_s: float = 0.004) -> dict:
+    """Paper 1's "the heterogeneous optimum's bandwidth rewards higher acceptance" at one point.
+
+    ``num_users`` users identical except for their acceptance rate (drawn uniformly in ``alpha_range``;
+    draft time ``draft_time_s`` and the channel of the random cell's first user), solved by
+    ``heterogeneous-sync`` (model A) and ``heterogeneous-async`` (model B). ``cell`` may set
+    ``num_users``, ``bandwidth_mhz`` and ``access_latency_ms``. Returns per model ``rewards_sync`` /
+    ``rewards_async``: 1.0 when the bandwidth and the draft length are both non-decreasing in alpha
+    (bandwidth within 1e-9 of the band), else 0.0; ``rewards`` is the smaller, and ``drafting_sync`` the
+    share of users drafting in model A (a cell where nobody drafts rewards no one: 0 bandwidth each).
+    """
+    from . import User, random_scenario
+    from .control import solve
+
+    check_axes("paper1_rewards_point", cell, {"bandwidth_mhz", "num_users", "access_latency_ms"})
+    K = int(cell.get("num_users", num_users))
+    kw = {}
+    if "bandwidth_mhz" in cell:
+        kw["bandwidth_hz"] = float(cell["bandwidth_mhz"]) * 1e6
+    if "access_latency_ms" in cell:
+        kw["access_latency_s"] = float(cell["access_latency_ms"]) * 1e-3
+    s = random_scenario(K, seed=seed, preset=preset, **kw)
+    rng = np.random.default_rng(seed)
+    alphas = np.sort(rng.uniform(*alpha_range, K))
+    u0 = s.users[0]
+    s = s.replace(users=tuple(User(draft_time_s, float(a), u0.channel_gain, u0.tx_power_w) for a in alphas))
+    B = s.radio.bandwidth_hz
+    out = {}
+    for model in ("sync", "async"):
+        a = solve(s, f"heterogeneous-{model}")
+        ok = bool(np.all(np.diff(a.b) >= -1e-9 * B) and np.all(np.diff(a.L) >= 0))
+        out[f"rewards_{model}"] = float(ok)
+        if model == "sync":
+            out["drafting_sync"] = float(np.mean(np.asarray(a.L) > 0))
+    out["rewards"] = min(out["rewards_sync"], out["rewards_async"])
+    return out
+
+
+def paper2_structure_point(cell: dict, seed: int, *, num_users: int = 6, L_max: int = 8) -> dict:
+    """Paper 2's "top-m users in UL" structure at one point: on a random UL/DL cell
+    (:func:`spinlib.presets.random_uldl_scenario`, with ``cell``'s ``dl_power_dbm`` and ``num_users``)
+    and random fixed lengths ``0..L_max``, the structured search (sort by the marginal index, try
+    m = 0..K) against all ``2^K`` mode assignments. Returns ``structure_optimal`` (1.0 when it reaches
+    the exhaustive optimum within 1e-9, else 0.0), ``gap`` (``1 - G_structured / G_exhaustive``) and
+    ``drafting`` (devices with ``L_k > 0``, whose modes matter)."""
+    from .channel import dbm_to_w
+    from .control import uldl as U
+    from .presets import random_uldl_scenario
+
+    check_axes("paper2_structure_point", cell, {"dl_power_dbm", "num_users"})
+    rng = np.random.default_rng(seed)
+    K = int(cell.get("num_users", num_users))
+    s = random_uldl_scenario(K, rng)
+    if "dl_power_dbm" in cell:
+        s = s.replace(downlink=dataclasses.replace(s.downlink, power_w=float(dbm_to_w(float(cell["dl_power_dbm"])))))
+    prob = U.Problem(s, L_max)
+    L = rng.integers(0, L_max + 1, K)
+    _, G_x = U.exhaustive_modes(prob, L)
+    _, G_s, _ = U.structured_modes(prob, L, index="marginal")
+    gap = max(0.0, 1 - G_s / G_x) if G_x > 0 else 0.0
+    return {"structure_optimal": float(gap <= 1e-9), "gap": float(gap), "drafting": int((L > 0).sum())}
+
+
+__all__ = ["Grid", "check_axes", "grid_seeds", "grid_records", "cell_verdicts", "region_text", "plot_map",
+           "paper1_gain_point", "paper1_compensation_point", "paper1_rewards_point", "paper2_dl_side_point",
+           "paper2_structure_point"]

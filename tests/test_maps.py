@@ -137,3 +137,124 @@ def test_balance_hybrid_point_is_the_regime_point_and_never_negative(seed):
     assert r["best_single_share"] == best / K
     with pytest.raises(ValidationError, match="unknown axes"):
         balance_hybrid_point({"users": 3}, 0)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_cell_verdicts_every_rule_is_the_seedwise_min_and_max(seed):
+    """rule="every" (an exact property): holds when every instance is above the threshold, fails when none
+    is, undecided when some are; lo/hi are the smallest and largest value over the seeds."""
+    rng = np.random.default_rng([26, seed])
+    rec = [{"x": x, "seed": i, "m": float(rng.choice(vals))}
+           for x, vals in ((1, (1.0,)), (2, (0.0,)), (3, (0.0, 1.0))) for i in range(int(rng.integers(2, 9)))]
+    v = cell_verdicts(rec, ["x"], "m", threshold=0.5, rule="every").set_index("x")
+    for x in (1, 2, 3):
+        d = np.array([r["m"] for r in rec if r["x"] == x])
+        assert (v.loc[x, "lo"], v.loc[x, "hi"]) == (d.min(), d.max())
+        expect = "holds" if d.min() > 0.5 else ("fails" if d.max() <= 0.5 else "undecided")
+        assert v.loc[x, "verdict"] == expect
+    with pytest.raises(ValidationError, match="rule"):
+        cell_verdicts(rec, ["x"], "m", rule="most")
+    with pytest.raises(ValidationError, match="metric"):
+        cell_verdicts(rec, ["x"], "missing")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_paper1_compensation_point_detects_both_directions(seed):
+    """The homogeneous split gives a slower or farther user more bandwidth (a theorem of equal finish
+    times: every user compensated on fresh random cells); a *faster* draft must read as not compensated."""
+    from spinlib.maps import paper1_compensation_point
+
+    rng = np.random.default_rng([27, seed])
+    cell = {"num_users": int(rng.integers(2, 30)), "bandwidth_mhz": float(rng.choice([1.0, 10.0, 40.0])),
+            "heterogeneity": float(rng.uniform(0, 1))}
+    assert paper1_compensation_point(cell, seed)["compensated"] == 1.0
+    r = paper1_compensation_point(cell, seed, draft_step=1 / 1.2, loss_step_db=-2.0)
+    assert r["compensated_compute"] == 0.0 and r["compensated_channel"] == 0.0
+    with pytest.raises(ValidationError, match="unknown axes"):
+        paper1_compensation_point({"users": 3}, 0)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_paper1_rewards_point_agrees_with_the_exhaustive_optimum(seed):
+    """On 3 users identical except alpha, the point's verdict for model A equals the monotonicity of the
+    exhaustive optimum (an independent reference) of the same cell."""
+    from spinlib import User, random_scenario
+    from spinlib.control import solve
+    from spinlib.maps import paper1_rewards_point
+
+    cell = {"num_users": 3, "bandwidth_mhz": float([1.0, 5.0, 20.0][seed])}
+    r = paper1_rewards_point(cell, seed)
+    s = random_scenario(3, seed=seed, preset="llama2-7b-l4", bandwidth_hz=cell["bandwidth_mhz"] * 1e6)
+    alphas = np.sort(np.random.default_rng(seed).uniform(0.3, 0.95, 3))
+    u0 = s.users[0]
+    s = s.replace(users=tuple(User(0.004, float(a), u0.channel_gain, u0.tx_power_w) for a in alphas))
+    x = solve(s, "exhaustive", L_max=16)
+    mono = bool(np.all(np.diff(x.b) >= -1e-6 * s.radio.bandwidth_hz) and np.all(np.diff(x.L) >= 0))
+    assert r["rewards_sync"] == float(mono)
+    with pytest.raises(ValidationError, match="unknown axes"):
+        paper1_rewards_point({"alpha": 3}, 0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_paper2_structure_point_is_the_exhaustive_comparison(seed):
+    from spinlib.control import uldl as U
+    from spinlib.maps import paper2_structure_point
+    from spinlib.presets import random_uldl_scenario
+
+    cell = {"num_users": 3 + seed, "dl_power_dbm": 20.0 + 8 * seed}
+    r = paper2_structure_point(cell, seed)
+    assert 0.0 <= r["gap"] < 1 and r["structure_optimal"] == float(r["gap"] <= 1e-9)
+    rng = np.random.default_rng(seed)
+    s = random_uldl_scenario(cell["num_users"], rng)
+    from spinlib.channel import dbm_to_w
+    import dataclasses
+    s = s.replace(downlink=dataclasses.replace(s.downlink, power_w=float(dbm_to_w(cell["dl_power_dbm"]))))
+    L = rng.integers(0, 9, cell["num_users"])
+    assert r["drafting"] == int((L > 0).sum())
+    _, G_x = U.exhaustive_modes(U.Problem(s, 8), L)
+    _, G_s, _ = U.structured_modes(U.Problem(s, 8), L, index="marginal")
+    assert r["gap"] == pytest.approx(max(0.0, 1 - G_s / G_x), abs=1e-12)
+    with pytest.raises(ValidationError, match="unknown axes"):
+        paper2_structure_point({"power": 3}, 0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_critical_delay_and_log_growth_points_on_random_costs(seed):
+    """The closed-form critical delay's sign says whether one drafted token is optimal at zero delay
+    (checked by enumerating J(L) directly), the brute-force flip agrees, and the optimal length's slope
+    in ln D is near the law's 1 / ln(1/alpha)."""
+    from spinlib.online.experiments import _map_costs, critical_delay_point, log_growth_point
+    from spinlib.online.stopping import iid_survival, per_token_latency
+
+    rng = np.random.default_rng([28, seed])
+    cell = {"alpha": float(rng.uniform(0.2, 0.95)), "draft_cost_ratio": float(rng.uniform(0.02, 1.0))}
+    r = critical_delay_point(cell, seed)
+    costs, T = _map_costs(cell, seed, "qwen-coder")
+    J = per_token_latency(iid_survival(cell["alpha"], 12), costs)
+    assert (r["D_c_rel"] > 0) == (int(np.argmin(J[1:])) + 1 == 1)
+    assert r["flip_agrees"] == 1.0 and r["D_c_ms"] == pytest.approx(1e3 * r["D_c_rel"] * T)
+    g = log_growth_point(cell, seed)
+    assert 0.7 < g["slope_ratio"] < 1.3 and g["L_last"] >= 1
+    with pytest.raises(ValidationError, match="L_cap"):
+        log_growth_point({"alpha": 0.95, "draft_cost_ratio": 0.05}, 0, L_cap=20)
+    for fn in (critical_delay_point, log_growth_point):
+        with pytest.raises(ValidationError, match="unknown axes"):
+            fn({"alpha": 0.5, "delay": 1}, 0)
+
+
+def test_regret_and_gelato_v_points_are_finite_and_fit_like_regret_exponent():
+    from spinlib.online.experiments import _growth_fitter, gelato_v_point, regret_exponent, regret_growth_point
+
+    cell = {"c": 0.5, "delay_ms": 200, "pair": "smollm2-rtn4g16", "rounds": 300, "users": 2}
+    r = regret_growth_point(cell, 3)
+    assert 0 < r["p"] <= 3 and np.isfinite(r["regret_s"]) and r["tokens_per_s"] > 0
+    t = np.arange(1, 65, dtype=float)
+    y = 2 + 3 * t ** 0.4
+    assert _growth_fitter(t, 1 / 32)(y) == pytest.approx(0.4, abs=1e-3)
+    assert regret_exponent(t, np.vstack([y, y]), n_boot=5)["p"] == pytest.approx(_growth_fitter(t, 1 / 32)(y))
+    g = gelato_v_point({"budget_fraction": 0.5, "delay_ms": 200, "pair": "smollm2-rtn4g16", "rounds": 200,
+                        "users": 2}, 3, V_values=(0.3, 3.0))
+    assert all(np.isfinite(v) for v in g.values()) and g["budget_j"] > 0 and g["debt_max_j"] >= 0
+    for fn in (regret_growth_point, gelato_v_point):
+        with pytest.raises(ValidationError, match="unknown axes"):
+            fn({"delay": 1}, 0)

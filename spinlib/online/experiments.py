@@ -166,6 +166,40 @@ def _curve_stats(curves: np.ndarray, points) -> dict:
             "seeds": sub.tolist()}
 
 
+def _growth_fitter(t, start_fraction: float):
+    """The least-squares exponent ``p`` of ``y(t) = a + b t^p`` over ``t >= start_fraction * t[-1]``
+    (:func:`regret_exponent`): a function of one curve ``y`` [P] with attribute ``points``."""
+    from scipy.optimize import minimize_scalar
+
+    keep = t >= start_fraction * t[-1]
+    if keep.sum() < 4:
+        raise ValidationError("the regret exponent needs at least 4 curve points in its window")
+    x = t[keep] / t[keep][-1]  # scaled time: the fit is well conditioned
+    grid = np.linspace(1e-3, 3.0, 300)
+    Xg = x[None, :] ** grid[:, None]  # [G, P]
+    Xc = Xg - Xg.mean(1, keepdims=True)
+    sxx = (Xc ** 2).sum(1)
+
+    def rss_grid(y):
+        yc = y - y.mean()
+        return (yc @ yc) - (Xc @ yc) ** 2 / sxx  # residual of the best (a, b) at each p
+
+    def rss(p, y):
+        xp = x ** p
+        xc, yc = xp - xp.mean(), y - y.mean()
+        return float(yc @ yc - (xc @ yc) ** 2 / (xc @ xc))
+
+    def fit(y):
+        y = np.asarray(y, float)[keep]
+        i = int(np.argmin(rss_grid(y)))
+        lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
+        return float(minimize_scalar(rss, bounds=(lo, hi), args=(y,), method="bounded",
+                                     options={"xatol": 1e-5}).x)
+
+    fit.points = int(x.size)
+    return fit
+
+
 def regret_exponent(rounds, curves, *, start_fraction: float = 1 / 32, n_boot: int = 400, seed: int = 0,
                     confidence: float = 0.95) -> dict:
     """The growth of a regret curve: ``R(t) = a + b t^p`` fitted over ``t >= start_fraction * T``.
@@ -191,43 +225,17 @@ def regret_exponent(rounds, curves, *, start_fraction: float = 1 / 32, n_boot: i
         ``p`` (mean curve), ``p_lo``, ``p_hi`` (interval), ``points`` used, ``log_consistent``
         (``p_lo <= 0.1``), ``per_doubling`` (the fitted growth factor ``2^p``).
     """
-    from scipy.optimize import minimize_scalar
-
     t = np.asarray(rounds, float)
     Y = np.asarray(curves, float)
     if t.ndim != 1 or Y.ndim != 2 or Y.shape[1] != t.size or Y.shape[0] < 2 or not np.all(np.diff(t) > 0) \
             or not np.all(np.isfinite(Y)) or t[0] < 1:
         raise ValidationError("rounds must be increasing [P], >= 1, and curves finite [seeds >= 2, P]")
-    keep = t >= start_fraction * t[-1]
-    if keep.sum() < 4:
-        raise ValidationError("the regret exponent needs at least 4 curve points in its window")
-    x = t[keep] / t[keep][-1]  # scaled time: the fit is well conditioned
-    Y = Y[:, keep]
-    grid = np.linspace(1e-3, 3.0, 300)
-    Xg = x[None, :] ** grid[:, None]  # [G, P]
-    Xc = Xg - Xg.mean(1, keepdims=True)
-    sxx = (Xc ** 2).sum(1)
-
-    def rss_grid(y):
-        yc = y - y.mean()
-        return (yc @ yc) - (Xc @ yc) ** 2 / sxx  # residual of the best (a, b) at each p
-
-    def rss(p, y):
-        xp = x ** p
-        xc, yc = xp - xp.mean(), y - y.mean()
-        return float(yc @ yc - (xc @ yc) ** 2 / (xc @ xc))
-
-    def fit(y):
-        i = int(np.argmin(rss_grid(y)))
-        lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
-        return float(minimize_scalar(rss, bounds=(lo, hi), args=(y,), method="bounded",
-                                     options={"xatol": 1e-5}).x)
-
+    fit = _growth_fitter(t, start_fraction)
     p_mean = fit(Y.mean(0))
     rng = np.random.default_rng(seed)
     boots = np.array([fit(Y[rng.integers(0, Y.shape[0], Y.shape[0])].mean(0)) for _ in range(n_boot)])
     lo, hi = np.quantile(boots, [(1 - confidence) / 2, (1 + confidence) / 2])
-    return {"p": p_mean, "p_lo": float(lo), "p_hi": float(hi), "points": int(x.size),
+    return {"p": p_mean, "p_lo": float(lo), "p_hi": float(hi), "points": fit.points,
             "log_consistent": bool(lo <= 0.1), "per_doubling": float(2 ** p_mean)}
 
 
@@ -514,6 +522,125 @@ def specstop_margin_point(cell: dict, seed: int, *, pair: str = "qwen-coder", ro
             "specdecpp_vs_best_fixed": th["specdec++"] / best - 1}
 
 
+def _map_costs(cell: dict, seed: int, pair: str) -> tuple:
+    """Round costs of an analytic claim-map point: the pair's measured one-token verification
+    ``T = t0 + 2 t1`` [s] sets the scale, ``cell["draft_cost_ratio"]`` gives ``t_d = ratio T`` and the
+    seed draws the verification's split, ``t1 = u T / 2`` with ``u ~ U(0, 0.5)`` (``t0 = T - 2 t1``).
+    Returns ``(RoundCosts at D = 0, T)``."""
+    tim = pair_timings(str(cell.get("pair", pair)))
+    T = tim["t0"] + 2 * tim["t1"]
+    u = float(np.random.default_rng(seed).uniform(0.0, 0.5))
+    t1 = u * T / 2
+    return RoundCosts(float(cell.get("draft_cost_ratio", tim["t_d"] / T)) * T, T - 2 * t1, t1, 0.0), T
+
+
+def critical_delay_point(cell: dict, seed: int, *, pair: str = "qwen-coder", L_max: int = 12) -> dict:
+    """UCB-SpecStop's critical delay at one point of (acceptance ``alpha``, draft cost ``t_d / T``),
+    for a claim map (:mod:`spinlib.maps`); costs from :func:`_map_costs` (the seed draws ``t1``).
+
+    The closed form ``D_c`` (:func:`~spinlib.online.stopping.critical_delay_iid`) against the
+    brute-force optimum on the i.i.d. survival: ``flip_agrees`` is 1.0 when ``L* = 1`` at
+    ``D = 0, D_c / 2`` and just below ``D_c`` and ``L* >= 2`` just above it (when ``D_c <= 0``: ``L* >= 2``
+    at ``D = 0``), else 0.0. ``D_c_rel = D_c / T`` (> 0: a critical delay exists, below which one
+    drafted token is optimal) and ``D_c_ms``.
+    """
+    from ..maps import check_axes
+
+    check_axes("critical_delay_point", cell, {"alpha", "draft_cost_ratio", "pair"})
+    alpha = float(cell["alpha"])
+    base, T = _map_costs(cell, seed, pair)
+    S = iid_survival(alpha, L_max)
+    Dc = critical_delay_iid(alpha, base)
+    at = lambda D: brute_force_length(S, RoundCosts(base.t_d, base.t0, base.t1, float(D)))[0]  # noqa: E731
+    eps = 1e-6 * T
+    if Dc > eps:
+        ok = all(at(D) == 1 for D in (0.0, Dc / 2, Dc - eps)) and at(Dc + eps) >= 2
+    else:
+        ok = at(0.0) >= 2
+    return {"D_c_rel": float(Dc / T), "D_c_ms": float(1e3 * Dc), "flip_agrees": float(ok)}
+
+
+def log_growth_point(cell: dict, seed: int, *, pair: str = "qwen-coder", L_cap: int = 400,
+                     D_range=(10.0, 1e4), n_delays: int = 13) -> dict:
+    """UCB-SpecStop's "the optimal length grows logarithmically with the delay" at one point of
+    (acceptance ``alpha``, draft cost ``t_d / T``), for a claim map; costs from :func:`_map_costs`.
+
+    ``L*(D)`` (:func:`~spinlib.online.stopping.optimal_stopping`, i.i.d. survival up to ``L_cap``) on
+    ``n_delays`` delays geometric over ``D_range`` (in units of ``T``), its least-squares slope
+    against ``ln D`` and the law's ``1 / ln(1/alpha)``: ``slope_ratio`` = fitted / law (1: the law's
+    growth), ``L_last`` (``L*`` at the largest delay)."""
+    from ..maps import check_axes
+
+    check_axes("log_growth_point", cell, {"alpha", "draft_cost_ratio", "pair"})
+    alpha = float(cell["alpha"])
+    base, T = _map_costs(cell, seed, pair)
+    S = iid_survival(alpha, L_cap)
+    D = T * np.geomspace(D_range[0], D_range[1], n_delays)
+    L = [optimal_stopping(S, RoundCosts(base.t_d, base.t0, base.t1, float(d)))[0] for d in D]
+    if max(L) >= L_cap:
+        raise ValidationError(f"log_growth_point: L* reached L_cap = {L_cap} at alpha = {alpha}; raise L_cap")
+    slope = float(np.polyfit(np.log(D), L, 1)[0])
+    return {"slope_ratio": slope * math.log(1.0 / alpha), "L_last": int(L[-1])}
+
+
+def regret_growth_point(cell: dict, seed: int, *, pair: str = "qwen-coder", rounds: int = 4000, users: int = 6,
+                        L_max: int = 8) -> dict:
+    """The growth of UCB-SpecStop's regret at one point of (bonus weight ``c``, mean delay), for a claim map:
+    one arena run (exponential delay, the pair's traces and timings); the regret against the best fixed
+    length in hindsight at 40 geometric rounds, fitted by ``a + b t^p`` (:func:`regret_exponent`'s fit,
+    on this seed's curve). ``cell``: ``c`` and ``delay_ms``; ``pair``, ``rounds``, ``users`` may come as
+    single-valued axes. Returns ``p``, the final regret ``regret_s`` [s/user] and ``tokens_per_s``."""
+    from ..maps import check_axes
+
+    check_axes("regret_growth_point", cell, {"c", "delay_ms", "pair", "rounds", "users"})
+    pair, rounds, users = str(cell.get("pair", pair)), int(cell.get("rounds", rounds)), int(cell.get("users", users))
+    c = float(cell.get("c", 1.0))
+    spec = cspec("ucb-specstop", c=c)
+    cfg = ArenaConfig(rounds=rounds, users=users, L_max=L_max,
+                      delay=Delay("exponential", float(cell.get("delay_ms", 100.0)) / 1e3), **pair_timings(pair))
+    res = run_arena([spec], pair_streams(pair), cfg, seed=int(seed), n_seeds=1)
+    points = np.unique(np.geomspace(1, rounds, 40).astype(int) - 1)
+    curve = np.asarray(res.regret_fixed[spec.title], float)[0]
+    p = _growth_fitter(points + 1.0, 1 / 32)(curve[points])
+    summ = res.summary()
+    return {"p": p, "regret_s": float(curve[-1]), "tokens_per_s": float(summ.loc[spec.title, "tokens_per_s"])}
+
+
+def gelato_v_point(cell: dict, seed: int, *, pair: str = "qwen-coder", rounds: int = 2000, users: int = 6,
+                   L_max: int = 8, eta: float = 3.0, V_values=(0.1, 0.3, 1.0, 3.0, 10.0, 30.0)) -> dict:
+    """GELATO's drift-plus-penalty trade-off at one point of (energy budget, mean delay), for a claim map:
+    one arena run of GELATO at every ``V`` in ``V_values`` under the budget of :func:`budget_between`
+    (setting of :func:`gelato_gain_point`). ``cell``: ``budget_fraction`` and ``delay_ms``; ``pair``,
+    ``rounds``, ``users``, ``eta`` may come as single-valued axes.
+
+    Returns ``debt_slope``: the log-log slope of the final energy debt [J/user] against ``V`` over the
+    ``V`` with positive debt (0.0 when fewer than two have any: the debt stays bounded), O(V) means a
+    slope of at most 1; ``tput_rise``: throughput at the largest ``V`` over the smallest, minus 1
+    (throughput approaching its limit from below as ``V`` grows: >= 0); ``debt_max_j``.
+    """
+    from ..maps import check_axes
+
+    check_axes("gelato_v_point", cell, {"budget_fraction", "delay_ms", "pair", "rounds", "users", "eta"})
+    pair, rounds, users = str(cell.get("pair", pair)), int(cell.get("rounds", rounds)), int(cell.get("users", users))
+    eta = float(cell.get("eta", eta))
+    _, _, streams, common = _gelato_setting(pair, rounds=rounds, users=users, L_max=L_max,
+                                            delay_s=float(cell.get("delay_ms", 100.0)) / 1e3, energy="phone-soc",
+                                            fading="rayleigh")
+    _, _, E, thr = _fixed_lengths(streams, common, L_max, int(seed), 1)
+    budget = budget_between(E, thr, float(cell.get("budget_fraction", 0.6)))
+    specs = [cspec("gelato", V=float(V), eta=eta) for V in V_values]
+    summ = run_arena(specs, streams, ArenaConfig(energy_budget_j=budget, **common), seed=int(seed), n_seeds=1,
+                     oracles=False).summary()
+    debt = np.array([float(summ.loc[sp.title, "energy_debt_j"]) for sp in specs])
+    G = np.array([float(summ.loc[sp.title, "tokens_per_s"]) for sp in specs])
+    V = np.asarray(V_values, float)
+    pos = debt > 0
+    slope = float(np.polyfit(np.log(V[pos]), np.log(debt[pos]), 1)[0]) if pos.sum() >= 2 else 0.0
+    return {"debt_slope": slope, "tput_rise": float(G[-1] / G[0] - 1), "debt_max_j": float(debt.max()),
+            "budget_j": budget}
+
+
 __all__ = ["pair_timings", "pair_streams", "pooled_survival", "critical_delay_study", "log_growth_study",
            "regret_study", "regret_exponent", "drift_study", "comm_dominated_study", "context_study", "best_feasible_mixture", "fit_inverse_v", "gelato_study",
-           "specstop_margin_point", "gelato_gain_point", "budget_between"]
+           "specstop_margin_point", "gelato_gain_point", "budget_between", "critical_delay_point",
+           "log_growth_point", "regret_growth_point", "gelato_v_point"]
