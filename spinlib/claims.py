@@ -211,9 +211,17 @@ def readme_table(claims_json: Path) -> str:
         if r.get("paper"):
             text += f"; paper: {r['paper']}"
         text = text.replace("|", "\\|").replace("\n", " ")
-        rows.append(f"| {text} | {'yes' if r['holds'] else '**no**'} | {region_cell(r.get('region'))} "
+        rows.append(f"| {text} | {holds_cell(r['holds'], r.get('region'))} | {region_cell(r.get('region'))} "
                     f"| {r['notebook'][:2]} |")
     return "\n".join(rows) + "\n"
+
+
+def holds_cell(holds: bool, region: dict | None) -> str:
+    """The results table's verdict: "**no**", "yes", or "in part" for a map claim that holds but not
+    at every point of its region (the region column says how much)."""
+    if not holds:
+        return "**no**"
+    return "yes" if not region or region["holds"] >= 1.0 - 1e-12 else "in part"
 
 
 def region_cell(region: dict | None) -> str:

@@ -65,6 +65,9 @@ def test_a_map_claim_carries_its_region_share_into_the_results_table(tmp_path, s
     cell = f"{c.region['holds']:.0%} of {n} points"
     assert f"| {cell}" in table
     assert ("undecided)" in table) == bool((ver["verdict"] == "undecided").any())
+    every = bool((ver["verdict"] == "holds").all())
+    assert (f"| {'yes' if every else 'in part'} | {cell}" in table)  # "yes" only where it holds at every point
+    assert C.holds_cell(False, c.region) == "**no**" and C.holds_cell(True, None) == "yes"
     bad = [{"cells": 0, "shares": reg["shares"]}, {"cells": n, "shares": {"holds": 0.7, "undecided": 0.7, "fails": 0}},
            {"cells": n}, {"cells": n, "shares": {"holds": -0.1, "undecided": 0.6, "fails": 0.5}}, "87%"]
     C.begin("97_bad", tmp_path / "claims")

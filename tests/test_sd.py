@@ -283,3 +283,13 @@ def test_online_controllers_drive_the_real_pair_losslessly(real_pair):
         assert out == ref, name
         assert all(0 <= r.drafted <= 6 for r in rounds)
         assert len({r.drafted for r in rounds}) > 1 or name == "specdec++"  # the learners vary their length
+
+
+def test_every_packaged_pair_has_a_distinct_legend_name():
+    """Figures name pairs in words (issue 25, item 6): one distinct, non-key name per pair; unknown names pass through."""
+    from spinlib.sd.models import PAIRS, pair_label
+
+    labels = [pair_label(p) for p in PAIRS]
+    assert len(set(labels)) == len(labels) and not set(labels) & set(PAIRS)
+    assert pair_label("smollm2-rtn4g16") == "SmolLM2-135M + RTN-4 (g16) draft"
+    assert pair_label("not-a-pair") == "not-a-pair"

@@ -140,6 +140,22 @@ PAIRS = {
 }
 
 
+TARGET_LABELS = {"smollm2-135m-instruct": "SmolLM2-135M", "gemma-3-270m": "Gemma-3-270M",
+                 "qwen2.5-coder-1.5b-instruct": "Qwen2.5-Coder-1.5B"}
+
+
+def pair_label(name: str) -> str:
+    """A legend name for a packaged pair: its ``label``, or ``"SmolLM2-135M + RTN-4 (g16) draft"`` for a
+    low-bit self-draft (the group size shown when it is not 32); unknown names are kept as they are."""
+    p = PAIRS.get(name)
+    if p is None:
+        return str(name)
+    if p.label:
+        return p.label
+    group = "" if p.group_size == 32 else f" (g{p.group_size})"
+    return f"{TARGET_LABELS.get(p.target, p.target)} + RTN-{p.draft_bits}{group} draft"
+
+
 def get_pair(name: str) -> Pair:
     if name not in PAIRS:
         raise ValidationError(f"pair must be one of {sorted(PAIRS)}, got {name!r}")
