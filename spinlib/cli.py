@@ -287,14 +287,14 @@ def cmd_generate(args) -> int:
     cspec = None
     if args.controller is not None:  # checked before any model loads
         from .online.registry import parse_spec
+        from .decision import check_rate
         from .validation import check_int_range, check_nonnegative
 
         _load_plugins(args)
         cspec = parse_spec(args.controller)
         check_int_range("--L-max", args.L_max, 1, 64)
         check_nonnegative("--delay-ms", args.delay_ms)
-        if not (args.uplink_kbps > 0):  # inf allowed: no upload time
-            raise ValidationError(f"--uplink-kbps must be > 0 (inf: instant upload), got {args.uplink_kbps}")
+        check_rate("--uplink-kbps", args.uplink_kbps, unit="kbit/s")
         if math.isnan(args.energy_budget_j) or args.energy_budget_j < 0:
             raise ValidationError(f"--energy-budget-j must be >= 0 (inf: no budget), got {args.energy_budget_j}")
     pair = _require_installed(args.pair)

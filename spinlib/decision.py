@@ -97,6 +97,18 @@ class RoundContext:
     entropy: np.ndarray
 
 
+def never_stops(stop):
+    """Mark a ``stop`` method that always returns ``L_ref`` (it reads no per-position signal): the real
+    engine then skips computing the draft's confidence and entropy at every drafted position."""
+    stop.never_stops = True
+    return stop
+
+
+def reads_confidence(decider) -> bool:
+    """False when the decider's ``stop`` is marked :func:`never_stops` (an override without the mark reads it)."""
+    return not getattr(getattr(decider, "stop", None), "never_stops", False)
+
+
 class FixedLength:
     """The trivial decider: the same length ``L [K]`` (or one int for all) every round, no early stop."""
 
@@ -108,6 +120,7 @@ class FixedLength:
     def choose(self, ctx) -> np.ndarray:
         return self.L.copy()
 
+    @never_stops
     def stop(self, ctx, L_ref: np.ndarray) -> np.ndarray:
         return L_ref
 
@@ -142,12 +155,12 @@ def certain_rows(K: int, L_max: int) -> tuple[np.ndarray, np.ndarray]:
     return np.ones((K, L_max)), np.zeros((K, L_max))
 
 
-def check_rate(name: str, x) -> float:
-    """A rate [bit/s] > 0 (``inf``: no upload time), one line otherwise."""
+def check_rate(name: str, x, unit: str = "bit/s") -> float:
+    """A rate > 0 in ``unit`` (``inf``: no upload time), one line otherwise naming ``name`` and the unit."""
     if isinstance(x, bool) or not isinstance(x, (int, float)) or math.isnan(x) or x <= 0:
-        raise ValidationError(f"{name} must be a number > 0 [bit/s] (inf: instant upload), got {x!r}")
+        raise ValidationError(f"{name} must be > 0 [{unit}] (inf: instant upload), got {x!r}")
     return float(x)
 
 
 __all__ = ["Decider", "Outcome", "RoundContext", "FixedLength", "check_decider", "check_lengths", "certain_rows",
-           "check_rate"]
+           "check_rate", "never_stops", "reads_confidence"]

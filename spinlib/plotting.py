@@ -76,6 +76,9 @@ DISPLAY_NAMES = {
     "server-only": "server only", "replan-bandwidth": "re-plan: bandwidth", "replan-drop": "re-plan: drop users",
     "replan-coordinate": "re-plan: coordinate", "replan-ratio": "re-plan: ratio",
     "replan-dinkelbach": "re-plan: Dinkelbach", "energy-queue": "energy queue",
+    "homogeneous": "homogeneous optimum", "heterogeneous-sync": "heterogeneous lengths (sync)",
+    "heterogeneous-async": "heterogeneous lengths (async)", "uldl-optimal": "adaptive UL/DL modes",
+    "agnostic": "heterogeneity-agnostic",
 }
 
 

@@ -239,3 +239,36 @@ def test_the_arenas_trace_replay_matches_the_real_engine_until_a_rule_reads_past
             assert i is None
     if name == "entropy-only":
         assert parted > 0  # the comparison can part: the check is not vacuous
+
+
+def test_a_never_stopping_decider_skips_the_confidence_and_gives_the_same_output(monkeypatch):
+    """Deciders whose stop is the base class's (marked never_stops) do not pay a softmax per drafted position;
+    the output equals the integer-length run; an override without the mark is asked (and pays)."""
+    import torch
+
+    from spinlib.decision import FixedLength, reads_confidence
+    from spinlib.sd import engine
+    from spinlib.sd.toy import BigramLM
+
+    rng = np.random.default_rng(7)
+    target, draft = BigramLM.random(6, rng), BigramLM.random(6, rng)
+    base = engine.speculative_generate(target, draft, [0], max_new_tokens=12, draft_length=3, temperature=0.0)
+    assert not reads_confidence(FixedLength(3))
+    calls = []
+    real = engine.draft_confidence
+    monkeypatch.setattr(engine, "draft_confidence", lambda logits: calls.append(1) or real(logits))
+    out = engine.speculative_generate(target, draft, [0], max_new_tokens=12, draft_length=FixedLength(3), L_max=3,
+                                      temperature=0.0)
+    assert out[0] == base[0] and not calls
+    # the registry's learners keep the base class's (marked) stop; the stop rules read the confidence
+    assert not any(reads_confidence(make_controller(n, _env())) for n in ("fixed", "ucb-specstop", "naive-ucb"))
+    assert all(reads_confidence(make_controller(n, _env())) for n in ("specdec++", "gelato", "entropy-only"))
+
+    class Asks(FixedLength):
+        def stop(self, ctx, L_ref):
+            return L_ref
+
+    assert reads_confidence(Asks(3))
+    out2 = engine.speculative_generate(target, draft, [0], max_new_tokens=12, draft_length=Asks(3), L_max=3,
+                                       temperature=0.0)
+    assert out2[0] == base[0] and calls

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..decision import never_stops
 from ..registry import Registry, declared_params
 from ..validation import ValidationError
 
@@ -92,8 +93,10 @@ class Controller:
         """Reference length ``L_ref [K]`` (ints in ``1..L_max``) before drafting."""
         return np.full(self.env.K, self.env.L_max)
 
+    @never_stops
     def stop(self, ctx, L_ref: np.ndarray) -> np.ndarray:
-        """Drafted length ``L [K]`` (``<= L_ref``), from what the draft sees while drafting."""
+        """Drafted length ``L [K]`` (``<= L_ref``), from what the draft sees while drafting (the base class
+        never stops early; an override without :func:`spinlib.decision.never_stops` is asked every position)."""
         return L_ref
 
     def update(self, out) -> None:

@@ -35,7 +35,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from ..decision import FixedLength, Outcome, RoundContext, certain_rows, check_decider, check_lengths, check_rate
+from ..decision import (FixedLength, Outcome, RoundContext, certain_rows, check_decider, check_lengths, check_rate,
+                        reads_confidence)
 from ..modes import MODES, feedback_bits, realised_bits
 from ..scenario import Payload
 from ..validation import ValidationError
@@ -308,6 +309,7 @@ def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens
     else:
         decider = draft_length
         L_max, energy = _decider_setup(decider, L_max, energy)
+        asks_stop = reads_confidence(decider)
         rate = check_rate("uplink_bps", uplink_bps)
         delays = _round_delays(delay_s, max_new_tokens)
         delay_mean = float(delays.mean())
@@ -339,6 +341,8 @@ def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens
                 ctx.top_prob[0, i] = min(1.0, max(round(float(p[0]), 6), 1e-6))  # as the traces store them
                 ctx.entropy[0, i] = round(float(h[0]), 6)
                 return int(check_lengths(decider.stop(ctx, np.array([L_ref])), 1, L_ref, "the decider's stop")[0])
+            if not asks_stop:
+                rule = None  # a never-stopping stop: no confidence to compute
         drafts, qs = draft_tokens(draft_lm, seq, L, greedy, temperature, g, rule)
         L = len(drafts)
         t_drafted = time.perf_counter()
