@@ -25,6 +25,7 @@ Scenario factories: :func:`make_scenario` (paper 1 knobs) and :func:`make_uldl_s
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
@@ -594,8 +595,80 @@ def fading_gains(policies: Sequence[str], n_scenarios: int, rounds: int, seed: i
     return rows
 
 
+def measured_preset_gain_intervals(name: str = "qwen-coder-measured", *, num_users: int = 10, n_cells: int = 20,
+                                   n_boot: int = 200, seed: int = 0, confidence: float = 0.95,
+                                   temperature: float = 1.0) -> dict:
+    """The measured preset's gain with an interval carried from its measurements (issue 25, item 4).
+
+    One replicate rebuilds the preset (:func:`spinlib.presets.measured_preset`) from the pair's task
+    summaries resampled with replacement: each resampled task's alpha moved by a normal draw with the
+    standard deviation of its 95 % bootstrap interval (``alpha_ci95``, width / 3.92), its median draft
+    step by a normal draw with the median's standard error from its quartiles; the server's
+    ``t0, t1`` the median of the resampled tasks' fits. On ``n_cells`` random cells of ``num_users``
+    users (the same cells in every replicate: ``SeedSequence(seed)``, first child for the cells,
+    second for the replicates) it solves ``heterogeneous-sync`` and server-only decoding.
+
+    Returns the point estimate on the committed preset and the percentile interval over replicates of:
+    ``gain`` (mean over cells of ``G_het / G_server - 1``), ``drafting`` (share of users with
+    ``L > 0``) and ``L_max`` (the largest length chosen), each as ``{"value", "lo", "hi"}``; and
+    ``replicates`` (the gains).
+    """
+    from .paths import DATA
+    from .presets import measured_preset, read_measured_summary
+
+    base = measured_preset(temperature=temperature, name=name)
+    files = sorted((DATA / "measurements").glob(MEASURED_PRESETS[name][0]))
+    tasks = []
+    for f in files:
+        d = read_measured_summary(f)
+        bt = d["by_temperature"].get(str(float(temperature)))
+        if bt is None:
+            continue
+        tm = d["timing"]
+        fit = tm["verify_grid"]["fit"] if "verify_grid" in tm else {"t0_s": tm["verify_t0_s"], "t1_s": tm["verify_t1_s"]}
+        sp = tm["draft_spread"]
+        lo, hi = bt.get("alpha_ci95", (bt["alpha"], bt["alpha"]))
+        tasks.append({"alpha": bt["alpha"], "alpha_sd": (hi - lo) / 3.92, "draft": sp["median_s"],
+                      "draft_se": 1.2533 * (sp["q75_s"] - sp["q25_s"]) / 1.349 / np.sqrt(sp["n"]),
+                      "t0": fit["t0_s"], "t1": fit["t1_s"]})
+    cells_ss, boot_ss = np.random.SeedSequence(seed).spawn(2)
+    cell_seeds = [int(x) for x in cells_ss.generate_state(n_cells)]
+    rng = np.random.default_rng(boot_ss)
+
+    def on_cells(preset):
+        gains, drafting, users, L_top = [], 0, 0, 0
+        for cs in cell_seeds:
+            s = random_scenario(num_users, cs, preset)
+            a = solve(s, "heterogeneous-sync")
+            g0 = solve(s, "server-only").goodput_tokens_per_s
+            gains.append(a.goodput_tokens_per_s / g0 - 1)
+            drafting += int((np.asarray(a.L) > 0).sum())
+            users += len(a.L)
+            L_top = max(L_top, int(np.max(a.L)))
+        return float(np.mean(gains)), drafting / users, L_top
+
+    point = on_cells(base)
+    reps = []
+    for _ in range(n_boot):
+        pick = [tasks[i] for i in rng.integers(0, len(tasks), len(tasks))]
+        alphas = tuple(float(np.clip(t["alpha"] + rng.normal(0, t["alpha_sd"]), 0.0, 0.995)) for t in pick)
+        draft = float(np.median([max(t["draft"] + rng.normal(0, t["draft_se"]), 1e-6) for t in pick]))
+        p = dataclasses.replace(base, alpha_choices=alphas, alpha_range=(min(alphas), max(alphas)), draft_time_s=draft,
+                                server_t0_s=float(max(np.median([t["t0"] for t in pick]), 0.0)),
+                                server_t1_s=float(max(np.median([t["t1"] for t in pick]), 0.0)))
+        reps.append(on_cells(p))
+    reps = np.asarray(reps, float)
+    q = [(1 - confidence) / 2, (1 + confidence) / 2]
+    out = {"name": name, "num_users": num_users, "n_cells": n_cells, "n_boot": n_boot, "confidence": confidence,
+           "tasks": len(tasks), "replicates": reps[:, 0].tolist()}
+    for j, key in enumerate(("gain", "drafting", "L_max")):
+        lo, hi = np.quantile(reps[:, j], q)
+        out[key] = {"value": float(point[j]), "lo": float(lo), "hi": float(hi)}
+    return out
+
+
 __all__ = ["PolicySpec", "spec", "paper1_specs", "uldl_specs", "allocation_metrics", "run_point", "map_points",
            "sweep_seeds", "sweep", "wide", "frame", "gain_table", "heterogeneity_kwargs", "payload_of",
            "make_scenario", "make_uldl_scenario", "KNOBS", "ULDL_KNOBS", "METRICS", "RECORD_VERSION", "Policy", "exhaustive_gaps", "uldl_structure_check", "uldl_length_check", "paper1_gains",
            "mc_vs_closed_form", "speculation_boundary",
-           "testbed_agreement", "queueing_gap", "fading_gains"]
+           "testbed_agreement", "queueing_gap", "fading_gains", "measured_preset_gain_intervals"]
