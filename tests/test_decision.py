@@ -262,7 +262,8 @@ def test_a_never_stopping_decider_skips_the_confidence_and_gives_the_same_output
     assert out[0] == base[0] and not calls
     # the registry's learners keep the base class's (marked) stop; the stop rules read the confidence
     assert not any(reads_confidence(make_controller(n, _env())) for n in ("fixed", "ucb-specstop", "naive-ucb"))
-    assert all(reads_confidence(make_controller(n, _env())) for n in ("specdec++", "gelato", "entropy-only"))
+    assert all(reads_confidence(make_controller(n, _env())) for n in ("specdec++", "gelato", "entropy-only",
+                                                                      "ucb-specstop-token"))
 
     class Asks(FixedLength):
         def stop(self, ctx, L_ref):

@@ -4,7 +4,7 @@
   statistics, the critical delay, the large-delay law (UCB-SpecStop's theory, our model);
 * :mod:`~spinlib.online.traces`: per-position traces of the packaged pairs (exact greedy replay);
 * :mod:`~spinlib.online.registry`: the open controller registry (``@register_controller``);
-* controllers: :mod:`~spinlib.online.specstop` (UCB-SpecStop, naive UCB, the known-statistics
+* controllers: :mod:`~spinlib.online.specstop` (UCB-SpecStop, its per-token-aware variant, naive UCB, the known-statistics
   rule), :mod:`~spinlib.online.anchors` (fixed, SpecDec++ rule, Hugging Face schedules),
   :mod:`~spinlib.online.gelato` (GELATO and its two halves; energy model in
   :mod:`~spinlib.online.energy`);

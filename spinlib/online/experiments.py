@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from ..maps import check_axes
 from ..validation import ValidationError
 from .arena import ArenaConfig, Delay, Stream, run_arena
 from .energy import energy_preset
@@ -263,7 +264,7 @@ def _best(res, specs):
 
 
 def drift_study(pair: str, *, levels_s, period: int, h_grid, rounds: int, users: int, n_seeds: int, seed: int,
-                L_max: int = 8, gamma: float = 0.995, c_extra: float = 1.0) -> dict:
+                L_max: int = 8, gamma: float = 0.995, c_extra: float = 1.0, extra_learners=()) -> dict:
     """UCB-SpecStop against statically tuned rules under a drifting delay (piecewise means).
 
     The *static tuning* the paper compares with: the best fixed length and SpecDec++'s best threshold
@@ -272,11 +273,13 @@ def drift_study(pair: str, *, levels_s, period: int, h_grid, rounds: int, users:
     The offline oracle is the best fixed length in hindsight on the drift run (per user); SpecDec++'s
     best threshold in hindsight on the drift run is reported beside its statically tuned one.
 
-    UCB-SpecStop runs with ``c = 1``, with ``c = c_extra`` and discounted (``gamma``).
+    UCB-SpecStop runs with ``c = 1``, with ``c = c_extra`` and discounted (``gamma``); every registered
+    controller named in ``extra_learners`` (one with a ``gamma`` parameter) runs plain and discounted too.
 
     Returns per-seed throughputs [tokens/s] of every controller (``rows``), the tuned ``L0``/``h0``
     and the hindsight ``h`` (``h_hindsight``); ``small_label`` and ``gamma_label`` name the runs
-    with ``c_extra`` and with the discount.
+    with ``c_extra`` and with the discount, ``extra_labels[name]`` the plain and discounted runs of
+    each extra learner.
     """
     tim = pair_timings(pair)
     streams = pair_streams(pair)
@@ -294,12 +297,15 @@ def drift_study(pair: str, *, levels_s, period: int, h_grid, rounds: int, users:
     small = cspec("ucb-specstop", c=float(c_extra))
     if c_extra != 1:
         specs.insert(3, small)
+    extra = {name: [cspec(name), cspec(name, gamma=gamma)] for name in extra_learners}
+    specs += [sp for pair_ in extra.values() for sp in pair_]
     res = run_arena(specs, streams, ArenaConfig(delay=drift, **common), seed=seed, n_seeds=n_seeds)
     best_h = _best(res, spd_drift)
     return {"timings": tim, "levels_s": [float(v) for v in levels_s], "period": int(period), "L0": L0, "h0": h0,
             "h_hindsight": best_h.kwargs["h"], "h_hindsight_label": best_h.title, "gamma": float(gamma),
             "small_label": small.title if c_extra != 1 else "ucb-specstop",
             "gamma_label": cspec("ucb-specstop", gamma=gamma).title, "labels": res.labels,
+            "extra_labels": {name: [sp.title for sp in pair_] for name, pair_ in extra.items()},
             "rows": res.rows, "tuning_rows": tune.rows}
 
 
@@ -425,6 +431,12 @@ def budget_between(E, tokens_per_s, frac: float) -> float:
     return float(E[0] + frac * (E[L_best] - E[0]))
 
 
+def _settings(cell: dict, pair: str, rounds: int, users: int) -> tuple[str, int, int]:
+    """A claim-map point's settings: ``pair``, ``rounds`` and ``users`` from single-valued axes of ``cell``
+    where present, else the point function's defaults."""
+    return str(cell.get("pair", pair)), int(cell.get("rounds", rounds)), int(cell.get("users", users))
+
+
 def gelato_gain_point(cell: dict, seed: int, *, pair: str = "qwen-coder", rounds: int = 2000, users: int = 6,
                       L_max: int = 8, V: float = 1.0, eta: float = 3.0) -> dict:
     """GELATO against fixed-length SD (L = 4) and the best energy-feasible mixture of two fixed lengths
@@ -436,10 +448,8 @@ def gelato_gain_point(cell: dict, seed: int, *, pair: str = "qwen-coder", rounds
     ``gap_mixture`` (its throughput over the best feasible mixture's, minus 1), ``debt_j`` (its energy
     debt per user at the end) and ``budget_j``.
     """
-    from ..maps import check_axes
-
     check_axes("gelato_gain_point", cell, {"budget_fraction", "delay_ms", "pair", "rounds", "users", "V", "eta"})
-    pair, rounds, users = str(cell.get("pair", pair)), int(cell.get("rounds", rounds)), int(cell.get("users", users))
+    pair, rounds, users = _settings(cell, pair, rounds, users)
     V, eta = float(cell.get("V", V)), float(cell.get("eta", eta))
     _, _, streams, common = _gelato_setting(pair, rounds=rounds, users=users, L_max=L_max,
                                             delay_s=float(cell.get("delay_ms", 100.0)) / 1e3, energy="phone-soc",
@@ -503,10 +513,8 @@ def specstop_margin_point(cell: dict, seed: int, *, pair: str = "qwen-coder", ro
     ``users`` may also come as single-valued axes (settings). Returns the relative throughput
     margins ``ucb / other - 1`` (positive: UCB-SpecStop faster) and ``gap_best_fixed``.
     """
-    from ..maps import check_axes
-
     check_axes("specstop_margin_point", cell, {"delay_ms", "draft_cost_ratio", "pair", "rounds", "users"})
-    pair, rounds, users = str(cell.get("pair", pair)), int(cell.get("rounds", rounds)), int(cell.get("users", users))
+    pair, rounds, users = _settings(cell, pair, rounds, users)
     tim = dict(pair_timings(pair))
     if "draft_cost_ratio" in cell:
         tim["t_d"] = float(cell["draft_cost_ratio"]) * (tim["t0"] + 2 * tim["t1"])
@@ -544,8 +552,6 @@ def critical_delay_point(cell: dict, seed: int, *, pair: str = "qwen-coder", L_m
     at ``D = 0``), else 0.0. ``D_c_rel = D_c / T`` (> 0: a critical delay exists, below which one
     drafted token is optimal) and ``D_c_ms``.
     """
-    from ..maps import check_axes
-
     check_axes("critical_delay_point", cell, {"alpha", "draft_cost_ratio", "pair"})
     alpha = float(cell["alpha"])
     base, T = _map_costs(cell, seed, pair)
@@ -569,8 +575,6 @@ def log_growth_point(cell: dict, seed: int, *, pair: str = "qwen-coder", L_cap: 
     ``n_delays`` delays geometric over ``D_range`` (in units of ``T``), its least-squares slope
     against ``ln D`` and the law's ``1 / ln(1/alpha)``: ``slope_ratio`` = fitted / law (1: the law's
     growth), ``L_last`` (``L*`` at the largest delay)."""
-    from ..maps import check_axes
-
     check_axes("log_growth_point", cell, {"alpha", "draft_cost_ratio", "pair"})
     alpha = float(cell["alpha"])
     base, T = _map_costs(cell, seed, pair)
@@ -590,10 +594,8 @@ def regret_growth_point(cell: dict, seed: int, *, pair: str = "qwen-coder", roun
     length in hindsight at 40 geometric rounds, fitted by ``a + b t^p`` (:func:`regret_exponent`'s fit,
     on this seed's curve). ``cell``: ``c`` and ``delay_ms``; ``pair``, ``rounds``, ``users`` may come as
     single-valued axes. Returns ``p``, the final regret ``regret_s`` [s/user] and ``tokens_per_s``."""
-    from ..maps import check_axes
-
     check_axes("regret_growth_point", cell, {"c", "delay_ms", "pair", "rounds", "users"})
-    pair, rounds, users = str(cell.get("pair", pair)), int(cell.get("rounds", rounds)), int(cell.get("users", users))
+    pair, rounds, users = _settings(cell, pair, rounds, users)
     c = float(cell.get("c", 1.0))
     spec = cspec("ucb-specstop", c=c)
     cfg = ArenaConfig(rounds=rounds, users=users, L_max=L_max,
@@ -618,10 +620,8 @@ def gelato_v_point(cell: dict, seed: int, *, pair: str = "qwen-coder", rounds: i
     slope of at most 1; ``tput_rise``: throughput at the largest ``V`` over the smallest, minus 1
     (throughput approaching its limit from below as ``V`` grows: >= 0); ``debt_max_j``.
     """
-    from ..maps import check_axes
-
     check_axes("gelato_v_point", cell, {"budget_fraction", "delay_ms", "pair", "rounds", "users", "eta"})
-    pair, rounds, users = str(cell.get("pair", pair)), int(cell.get("rounds", rounds)), int(cell.get("users", users))
+    pair, rounds, users = _settings(cell, pair, rounds, users)
     eta = float(cell.get("eta", eta))
     _, _, streams, common = _gelato_setting(pair, rounds=rounds, users=users, L_max=L_max,
                                             delay_s=float(cell.get("delay_ms", 100.0)) / 1e3, energy="phone-soc",

@@ -11,6 +11,12 @@ seconds. The long-run throughput of an arm is a renewal-reward ratio ``E[N] / E[
 * **naive-ucb** (BanditSpec-style) estimates the *mean of per-round ratios* ``mean(N / T)`` with
   the same bonus on its own variance: under a random delay ``E[N/T] != E[N]/E[T]`` (Jensen), and
   the mean of ratios favours lengths whose rounds are short when the delay is short;
+* **ucb-specstop-token** is a per-token-aware variant (our construction; the paper's abstract does
+  not say whether or how its index reads per-token signals): its arms are the thresholds ``h`` of
+  SpecDec++'s stopping rule (stop after draft token ``i`` once ``1 - prod_{j<=i} q_j > h``, ``q_j`` the
+  draft's top-token probability), not lengths; the round's length follows the draft's confidence
+  token by token, and the same ratio-of-sums index with the same bonus (range ``b = L_max / mean(T)``)
+  learns which threshold gives the most tokens per second under this user's delay;
 * **specstop-known** is the optimal stopping rule with known statistics
   (:func:`spinlib.online.stopping.optimal_stopping` on the stream's true survival, or its i.i.d.
   fit, and the mean delay and upload time): an oracle.
@@ -22,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..validation import ValidationError
+from .anchors import first_true
 from .registry import Controller, Env, register_controller
 from .stopping import RoundCosts, iid_survival, optimal_stopping, rule_length
 
@@ -141,6 +148,55 @@ class NaiveUCB(UCBSpecStop):
         return m + self.c * self.bonus(v, st["n"], st["sT"] / n)
 
 
+@register_controller("ucb-specstop-token", "per-token-aware UCB-SpecStop (our variant): UCB on the ratio of sums "
+                     "over the thresholds h of SpecDec++'s per-token stopping rule, arms = evenly spaced h in "
+                     "[h_min, h_max]", family="specstop")
+class UCBSpecStopToken(UCBSpecStop):
+    """Per-token-aware UCB-SpecStop (module docstring): ``arms`` thresholds ``h = linspace(h_min, h_max,
+    arms)``; each round a user plays the threshold of highest index and drafts until SpecDec++'s rule
+    (:class:`spinlib.online.anchors.SpecDecPP`) or ``L_max`` stops it. With one arm it is SpecDec++ at
+    ``h_min``. ``c`` and ``gamma`` as in :class:`UCBSpecStop`."""
+
+    def __init__(self, env: Env, c: float = 1.0, gamma: float = 1.0, h_min: float = 0.1, h_max: float = 0.9,
+                 arms: int = 9):
+        Controller.__init__(self, env)
+        _check_c_gamma(c, gamma)
+        for name, v in (("h_min", h_min), ("h_max", h_max)):
+            if isinstance(v, bool) or not (isinstance(v, (int, float)) and 0 < v < 1):
+                raise ValidationError(f"{name} must be in (0, 1), got {v!r}")
+        if h_max < h_min:
+            raise ValidationError(f"h_max must be >= h_min ({h_min!r}), got {h_max!r}")
+        if isinstance(arms, bool) or not (isinstance(arms, int) and 1 <= arms <= 64):
+            raise ValidationError(f"arms must be an integer in [1, 64], got {arms!r}")
+        if arms > 1 and h_max == h_min:
+            raise ValidationError(f"arms > 1 needs h_max > h_min, got h_min = h_max = {h_min!r}")
+        self.c, self.gamma = float(c), float(gamma)
+        self.h = self.thresholds(h_min, h_max, arms)
+        self.st = _ArmStats(env.K, arms, self.contexts, self.gamma)
+
+    @staticmethod
+    def thresholds(h_min: float, h_max: float, arms: int) -> np.ndarray:
+        """The arms: ``arms`` thresholds evenly spaced over ``[h_min, h_max]``, shape ``[arms]``."""
+        return np.linspace(float(h_min), float(h_max), int(arms))
+
+    def bonus(self, v, n, mT):
+        lt = np.log(np.maximum(n.sum(axis=1, keepdims=True), 2))
+        n = np.where(n > 0, n, 1.0)
+        return np.sqrt(2 * lt * v / n) + 3 * (self.env.L_max / np.maximum(mT, 1e-300)) * lt / n
+
+    def choose(self, ctx):
+        self._c = self.context(ctx)
+        self._arm = _pick(self.index(self._c), self.st.at(self._c)["n"]) - 1
+        return np.full(self.env.K, self.env.L_max)
+
+    def stop(self, ctx, L_ref):
+        reject = 1.0 - np.cumprod(ctx.top_prob, axis=1) > self.h[self._arm][:, None]
+        return np.minimum(first_true(reject, self.env.L_max), L_ref)
+
+    def update(self, out):
+        self.st.add(self._arm + 1, out.N, out.T, self._c)
+
+
 @register_controller("specstop-known", "optimal stopping rule with known statistics (oracle: the stream's survival "
                      "or its i.i.d. fit; csi=state: the state-dependent threshold of each round's uplink cost)",
                      family="oracle")
@@ -198,4 +254,4 @@ class SpecStopKnown(Controller):
         self.sN += out.N
 
 
-__all__ = ["UCBSpecStop", "UCBSpecStopCSI", "NaiveUCB", "SpecStopKnown"]
+__all__ = ["UCBSpecStop", "UCBSpecStopCSI", "UCBSpecStopToken", "NaiveUCB", "SpecStopKnown"]
