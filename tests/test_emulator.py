@@ -256,3 +256,18 @@ def test_batched_sync_engine_is_lossless_and_one_pass_per_round():
         assert outs[k] == target_generate(target, prompts[k], max_new_tokens=len(outs[k]))
         assert [r.drafted for r in recs[k]] == [[3, 0, 5][k]] * 4
     assert all(r.tokens == 1 for r in recs[1])  # L = 0: plain decoding inside the batch
+
+
+def test_tokens_per_round_spread_matches_the_iid_law():
+    # N = sum_{i=0}^{L} 1{first i drafts accepted}: E[N^2] = sum_m (2 m + 1) alpha^m, m = 0..L (i.i.d.)
+    s = random_scenario(4, 5)
+    a = solve(s, "optimal-bandwidth-fixed-length", draft_length=4)
+    r = emulate(s, a, EmulatorConfig(rounds=20000, seed=3))
+    m = np.arange(5)
+    for k, u in enumerate(s.users):
+        mean = np.sum(u.alpha ** m)
+        sd = np.sqrt(np.sum((2 * m + 1) * u.alpha ** m) - mean ** 2)
+        assert r.tokens_per_round_sd[k] == pytest.approx(sd, rel=0.03)
+        assert r.tokens_per_round[k] == pytest.approx(mean, rel=0.02)
+    r0 = emulate(s, solve(s, "server-only"), EmulatorConfig(rounds=50, seed=3))
+    assert (r0.tokens_per_round_sd == 0).all() and (r0.tokens_per_round == 1).all()

@@ -42,6 +42,8 @@ class ClockResult:
         Tokens of each user over the elapsed time [token/s].
     tokens_per_round : float array [K]
         Mean ``A + 1`` per round.
+    tokens_per_round_sd : float array [K]
+        Sample standard deviation of ``A + 1`` over the rounds (``ddof = 1``; 0 with one round).
     round_time_s : float array
         Every round's duration [s]: ``[R]`` (sync) or ``[R K]`` (async, round-major).
     token_latency_s : float array [K]
@@ -59,11 +61,17 @@ class ClockResult:
     ci_high: float
     user_goodput: np.ndarray
     tokens_per_round: np.ndarray
+    tokens_per_round_sd: np.ndarray
     round_time_s: np.ndarray
     token_latency_s: np.ndarray
     phase_shares: dict
     server_utilisation: float
     timeline: tuple = ()
+
+
+def _round_sd(N: np.ndarray) -> np.ndarray:
+    """Sample standard deviation over rounds (axis 0, ``ddof = 1``) of ``N [R, K]``; zeros when ``R = 1``."""
+    return N.std(axis=0, ddof=1) if N.shape[0] > 1 else np.zeros(N.shape[1])
 
 
 def sync_clock(scenario: Scenario, alloc: Allocation, trace: Trace, h: np.ndarray, *, confidence: float = 0.99,
@@ -106,7 +114,7 @@ def sync_clock(scenario: Scenario, alloc: Allocation, trace: Trace, h: np.ndarra
               "uplink (mean user)": float(up.mean(axis=1).sum() / total)}
     tokens = N.sum(axis=0)
     return ClockResult(goodput_tokens_per_s=G, ci_low=lo, ci_high=hi, user_goodput=tokens / total,
-                       tokens_per_round=N.mean(axis=0), round_time_s=T, token_latency_s=total / tokens,
+                       tokens_per_round=N.mean(axis=0), tokens_per_round_sd=_round_sd(N), round_time_s=T, token_latency_s=total / tokens,
                        phase_shares=shares, server_utilisation=float(t_ver.sum() / total), timeline=tuple(timeline))
 
 
@@ -177,7 +185,7 @@ def async_clock(scenario: Scenario, alloc: Allocation, trace: Trace, h: np.ndarr
               "feedback+access": float(np.mean(R * over / elapsed))}
     util = float(busy / span) if server == "batch" else float(np.sum(ver.sum(0) / elapsed))
     return ClockResult(goodput_tokens_per_s=G, ci_low=lo, ci_high=hi, user_goodput=tokens / elapsed,
-                       tokens_per_round=N.mean(axis=0), round_time_s=dur.reshape(-1), token_latency_s=elapsed / tokens,
+                       tokens_per_round=N.mean(axis=0), tokens_per_round_sd=_round_sd(N), round_time_s=dur.reshape(-1), token_latency_s=elapsed / tokens,
                        phase_shares=shares, server_utilisation=util, timeline=tuple(timeline))
 
 

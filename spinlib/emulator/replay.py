@@ -8,7 +8,10 @@ torch and the models are imported inside the functions that need them.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from scipy.stats import t as student_t
 
 from ..rounds import Allocation, evaluate
 from ..scenario import Scenario, User
@@ -103,7 +106,7 @@ def real_rounds_vs_models(base: Scenario, allocations: dict[str, Allocation], pa
     -------
     list of dict, one per allocation
         ``"allocation"``, ``"L"``, ``"testbed, real models"``, ``"ci"``, ``"tokens/round: testbed"``,
-        ``"rounds"``, and for each prediction ``name`` in :data:`PREDICTIONS`: ``name`` (goodput)
+        ``"tokens/round: testbed, 95% half-width"`` (Student t over the rounds, ``[K]``), ``"rounds"``, and for each prediction ``name`` in :data:`PREDICTIONS`: ``name`` (goodput)
         and ``"tokens/round: name"`` (expected tokens per round, ``[K]``).
     """
     full = acceptance_scenarios(base, pair, betas, L_max, temperature=temperature)
@@ -114,7 +117,10 @@ def real_rounds_vs_models(base: Scenario, allocations: dict[str, Allocation], pa
         n_tok = np.rint(r.tokens_per_round * r.rounds)
         window = acceptance_scenarios(base, pair, betas, L_max, n_tokens=n_tok, temperature=temperature)
         row = {"allocation": name, "L": list(a.draft_lengths), "testbed, real models": r.goodput_tokens_per_s,
-               "ci": [r.ci_low, r.ci_high], "tokens/round: testbed": r.tokens_per_round.tolist(), "rounds": r.rounds}
+               "ci": [r.ci_low, r.ci_high], "tokens/round: testbed": r.tokens_per_round.tolist(),
+               "tokens/round: testbed, 95% half-width": (student_t.ppf(0.975, max(r.rounds - 1, 1))
+                                                          * r.tokens_per_round_sd / math.sqrt(r.rounds)).tolist(),
+               "rounds": r.rounds}
         for sname in PREDICTIONS:
             sc = full[sname] if sname == PREDICTIONS[0] else window[sname]
             ev = evaluate(sc, a)

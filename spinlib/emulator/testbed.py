@@ -28,6 +28,8 @@ class EmulationResult:
         [token/s].
     tokens_per_round : float array [K]
         Mean tokens per round.
+    tokens_per_round_sd : float array [K]
+        Their sample standard deviation over the rounds (``ddof = 1``).
     round_time_s : float array
         All round durations [s] (sync: ``[R]``; async: every user's rounds, ``[R K]``).
     token_latency_s : float array [K]
@@ -51,6 +53,7 @@ class EmulationResult:
     predicted_tokens_per_s: float
     user_goodput: np.ndarray
     tokens_per_round: np.ndarray
+    tokens_per_round_sd: np.ndarray
     round_time_s: np.ndarray
     token_latency_s: np.ndarray
     phase_shares: dict
@@ -111,6 +114,7 @@ def emulate(scenario: Scenario, alloc: Allocation, cfg: EmulatorConfig | None = 
         goodput_tokens_per_s=m.goodput_tokens_per_s, ci_low=m.ci_low, ci_high=m.ci_high,
         predicted_tokens_per_s=evaluate(scenario, alloc).goodput_tokens_per_s,
         user_goodput=m.user_goodput, tokens_per_round=m.tokens_per_round, round_time_s=m.round_time_s,
+        tokens_per_round_sd=m.tokens_per_round_sd,
         token_latency_s=m.token_latency_s, phase_shares=m.phase_shares,
         server_utilisation=m.server_utilisation, rounds=tr.rounds, timeline=list(m.timeline), outputs=tr.outputs,
         info={"round_model": alloc.round_model, "policy": alloc.policy, "fading": cfg.fading.model,
