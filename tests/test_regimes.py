@@ -48,3 +48,24 @@ def test_critical_delay_interval_is_reproducible_and_brackets_its_replicates():
     reps = np.array(r["replicates_s"])
     assert r["ci_low_s"] <= np.median(reps) <= r["ci_high_s"] and len(reps) == 60
     assert r["fit_rms_residual_s"] > 0 and np.isfinite(r["D_c_two_points_s"])
+
+
+def test_optimal_length_interval_rides_on_the_same_replicates():
+    # the point L* is brute force's on the pair's point timings and pooled survival; the delays do not move the
+    # critical delay's replicates (one generator stream); L* is non-decreasing in D at the point and at both ends
+    from spinlib.online.experiments import pair_timings, pooled_survival
+    from spinlib.online.stopping import brute_force_length
+
+    pair, Ds = "qwen-coder", (0.05, 0.5, 5.0)
+    r = critical_delay_intervals([pair], n_boot=60, seed=3, lengths_at_s=Ds)[pair]
+    plain = critical_delay_intervals([pair], n_boot=60, seed=3)[pair]
+    assert r["replicates_s"] == plain["replicates_s"] and plain["L_star_at"] == {}
+    tim = pair_timings(pair)
+    S = pooled_survival(pair, 12)
+    at = [r["L_star_at"][str(D)] for D in Ds]
+    for D, v in zip(Ds, at):
+        assert v["L"] == brute_force_length(S, RoundCosts(tim["t_d"], tim["t0"], tim["t1"], D))[0]
+        assert 1 <= v["ci_low"] <= v["ci_high"] <= 12 and 0 <= v["share_same"] <= 1
+    for key in ("L", "ci_low", "ci_high"):
+        assert [v[key] for v in at] == sorted(v[key] for v in at)
+    assert at[-1]["L"] > at[0]["L"]

@@ -11,7 +11,9 @@ import math
 
 import numpy as np
 
+from ..emulator.fading import Fading
 from ..maps import check_axes
+from ..paths import DATA
 from ..validation import ValidationError
 from .arena import ArenaConfig, Delay, Stream, run_arena
 from .energy import energy_preset
@@ -23,8 +25,6 @@ from .traces import load_pair_traces
 
 def pair_timings(pair: str) -> dict:
     """``{"t_d", "t0", "t1"}`` [s]: medians over the pair's committed measurement summaries."""
-    from ..paths import DATA
-
     files = sorted((DATA / "measurements" / pair).glob("*.summary.json"))
     if not files:
         raise ValidationError(f"no committed measurements of pair {pair!r} under data/measurements")
@@ -82,7 +82,7 @@ def _median_se(q25, q75, n):
 
 
 def critical_delay_intervals(pairs, L_max: int = 12, n_boot: int = 400, seed: int = 0,
-                             confidence: float = 0.95, verify_repeats: int = 5) -> dict:
+                             confidence: float = 0.95, verify_repeats: int = 5, lengths_at_s=()) -> dict:
     """The critical delay of each pair with a bootstrap interval carried from the measurements.
 
     One replicate: the pair's task summaries resampled with replacement; in each, every median
@@ -93,9 +93,12 @@ def critical_delay_intervals(pairs, L_max: int = 12, n_boot: int = 400, seed: in
     The interval is the replicates' percentile interval. Beside it, the linear fit's adequacy: its
     RMS residual, and :func:`critical_delay_two_points` from the measured times at 2 positions and
     the interpolation at 3 (no fit). One ``SeedSequence(seed)``, one child per pair.
-    """
-    from ..paths import DATA
 
+    For every delay ``D`` [s] in ``lengths_at_s`` the same replicates also give the optimal length
+    ``L*(D)`` (:func:`optimal_stopping`): ``out[pair]["L_star_at"][str(D)]`` holds the point
+    estimate ``L``, the replicates' percentile interval ``ci_low``/``ci_high`` and ``share_same``,
+    the share of replicates whose ``L*`` equals the point estimate's.
+    """
     out = {}
     for pair, child in zip(pairs, np.random.SeedSequence(seed).spawn(len(pairs))):
         rng = np.random.default_rng(child)
@@ -113,7 +116,9 @@ def critical_delay_intervals(pairs, L_max: int = 12, n_boot: int = 400, seed: in
         point = pair_timings(pair)
         S0 = survival(range(len(runs)))
         dc0 = critical_delay(S0, RoundCosts(point["t_d"], point["t0"], point["t1"], 0.0))
-        reps = []
+        L0 = {D: optimal_stopping(S0, RoundCosts(point["t_d"], point["t0"], point["t1"], float(D)))[0]
+              for D in lengths_at_s}
+        reps, L_reps = [], {D: [] for D in lengths_at_s}
         for _ in range(n_boot):
             pick = rng.integers(0, len(tim), len(tim))
             t_d, t0, t1 = [], [], []
@@ -131,6 +136,8 @@ def critical_delay_intervals(pairs, L_max: int = 12, n_boot: int = 400, seed: in
             costs = RoundCosts(max(float(np.median(t_d)), 1e-9), max(float(np.median(t0)), 0.0),
                                max(float(np.median(t1)), 0.0), 0.0)
             reps.append(critical_delay(S, costs))
+            for D in lengths_at_s:
+                L_reps[D].append(optimal_stopping(S, RoundCosts(costs.t_d, costs.t0, costs.t1, float(D)))[0])
         reps = np.asarray(reps, float)
         lo, hi = np.quantile(reps, [(1 - confidence) / 2, (1 + confidence) / 2])
         T2 = float(np.median([np.interp(2, t["verify_sizes"], t["verify_s"]) for t in tim]))
@@ -140,7 +147,12 @@ def critical_delay_intervals(pairs, L_max: int = 12, n_boot: int = 400, seed: in
                      "fit_rms_residual_s": float(np.median([t["verify_fit"]["rms_residual_s"] for t in tim])),
                      "D_c_two_points_s": critical_delay_two_points(S0, point["t_d"], T2, T3),
                      "T2_s": T2, "T3_s": T3, "fit_T2_s": point["t0"] + 2 * point["t1"],
-                     "fit_T3_s": point["t0"] + 3 * point["t1"]}
+                     "fit_T3_s": point["t0"] + 3 * point["t1"],
+                     "L_star_at": {str(float(D)): {"L": int(L0[D]), "share_same": float(np.mean(np.asarray(L_reps[D]) == L0[D])),
+                                                   **dict(zip(("ci_low", "ci_high"), (int(v) for v in np.quantile(
+                                                       L_reps[D], [(1 - confidence) / 2, (1 + confidence) / 2],
+                                                       method="inverted_cdf"))))}
+                                   for D in lengths_at_s}}
     return out
 
 
@@ -331,8 +343,6 @@ def context_study(pair: str, *, levels_s, stay: float, bits_per_token: float, ba
     draft's top-k distribution uploaded per token. UCB-SpecStop with and without channel-state
     information, and the known-statistics rule with the mean costs and with the state-dependent
     threshold (UCB's bonus weight ``c``; the first two labels are the learners). Per-seed rows of the arena."""
-    from ..emulator.fading import Fading
-
     tim = pair_timings(pair)
     cfg = ArenaConfig(rounds=rounds, users=users, L_max=L_max, fading=Fading("markov"),
                       delay=Delay("markov", levels_s=tuple(float(v) for v in levels_s), stay=stay),
@@ -405,8 +415,6 @@ def fit_inverse_v(V_values, throughput) -> dict:
 def _gelato_setting(pair: str, *, rounds: int, users: int, L_max: int, delay_s: float, energy: str, fading: str):
     """GELATO's arena setting (notebook 10, section 5): the pair's timings and traces, an exponential
     delay, a Rayleigh-faded 200 kHz uplink at 5 dB carrying a top-128 distribution per drafted token."""
-    from ..emulator.fading import Fading
-
     tim = pair_timings(pair)
     em = energy_preset(energy, tim["t_d"])
     common = dict(rounds=rounds, users=users, L_max=L_max, delay=Delay("exponential", delay_s), energy=em,
