@@ -6,8 +6,6 @@ interrupted run; a looser gap is never reported "optimal"; a solver stopped by i
 The properties are tested per class, on generated documents (hypothesis), for every file type.
 """
 import json
-import subprocess
-import sys
 import warnings
 
 import numpy as np
@@ -23,6 +21,7 @@ from spinlib.rounds import Allocation
 from spinlib.jsonio import MAX_JSON_DEPTH, loads_json, read_json
 from spinlib.scenario import Scenario
 from spinlib.validation import ValidationError
+from helpers import spinlib_cli
 
 
 def _valid_documents() -> dict:
@@ -168,8 +167,7 @@ def test_a_spec_refuses_a_repeated_or_non_finite_parameter(name, bad):
         parse_params(f"{name}:{key}={bad}")
 
 
-def _run(*args):
-    return subprocess.run([sys.executable, "-m", "spinlib", *args], capture_output=True, text=True)
+_run = spinlib_cli
 
 
 def test_cli_refuses_a_repeated_spec_parameter_and_a_non_finite_set_value(tmp_path):

@@ -1,15 +1,13 @@
 """The command line: happy paths and one-line errors with a non-zero exit."""
 import json
-import subprocess
-import sys
 
 import pytest
 
 from spinlib.control import POLICIES
+from helpers import spinlib_cli
 
 
-def run(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "spinlib", *args], capture_output=True, text=True, cwd=cwd)
+run = spinlib_cli
 
 
 def test_scenario_evaluate_solve(tmp_path):

@@ -15,7 +15,7 @@ from spinlib.control import BASELINES, solve, declared_subset
 from spinlib.control.bandwidth import async_optimal_bandwidth, min_makespan_bandwidth
 from spinlib.control.exhaustive import solve_exhaustive
 from spinlib.control.heterogeneous import solve_heterogeneous_async, solve_heterogeneous_sync
-from spinlib.control.homogeneous import closed_form_length, per_token_makespan, solve_homogeneous
+from spinlib.control.homogeneous import per_token_makespan, solve_homogeneous
 from spinlib.control.reference import async_bandwidth_cvxpy, min_makespan_cvxpy
 
 REL = 1e-6

@@ -249,8 +249,6 @@ def test_the_arenas_trace_replay_matches_the_real_engine_until_a_rule_reads_past
 def test_a_never_stopping_decider_skips_the_confidence_and_gives_the_same_output(monkeypatch):
     """Deciders whose stop is the base class's (marked never_stops) do not pay a softmax per drafted position;
     the output equals the integer-length run; an override without the mark is asked (and pays)."""
-    import torch
-
     from spinlib.decision import FixedLength, reads_confidence
     from spinlib.sd import engine
     from spinlib.sd.toy import BigramLM

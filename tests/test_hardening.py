@@ -13,10 +13,11 @@ from spinlib.paths import ROOT
 from spinlib.rounds import Allocation
 from spinlib.scenario import Scenario
 from spinlib.validation import ValidationError
+from helpers import spinlib_cli
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "spinlib", *args], capture_output=True, text=True, timeout=300)
+    return spinlib_cli(*args, timeout=300)
 
 
 def one_line_error(r, match):

@@ -3,7 +3,6 @@
 Results go to a temporary directory ($SPINLIB_RESULTS), never over the committed full run.
 """
 import json
-import os
 import subprocess
 import sys
 

@@ -6,8 +6,6 @@ random instances); determinism; the energy queue meets its budget with a bounded
 re-planning beats the average plan under Rayleigh fading; one-line errors; the CLI.
 """
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -18,6 +16,7 @@ from spinlib.emulator import EmulatorConfig, Fading, emulate
 from spinlib.online import multiuser as mu
 from spinlib.presets import random_scenario
 from spinlib.validation import ValidationError
+from helpers import spinlib_cli
 
 
 def _objective(s, rng, L_max, kind):
@@ -216,8 +215,7 @@ def test_bad_input_is_one_line():
 # ---------------------------------------------------------------------------------------------
 # command line
 # ---------------------------------------------------------------------------------------------
-def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "spinlib", *args], capture_output=True, text=True, env=env)
+_cli = spinlib_cli
 
 
 @pytest.mark.campaign

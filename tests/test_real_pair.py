@@ -5,8 +5,6 @@ committed token's law by chi-square on the real 151,936-token distributions).
 
 The chunk and kernel tests run in the fast tier on generated inputs; the tests that load the real
 pair are marked ``real_models`` (about a minute once the model cache is built)."""
-import os
-import warnings
 
 import numpy as np
 import pytest

@@ -2,8 +2,6 @@
 one target pass per round, teacher-forced acceptance vs the engine, bit accounting (the engine's
 bits are spinlib.modes'), CLI."""
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,6 +14,7 @@ from spinlib.validation import ValidationError
 from spinlib.sd.engine import RoundRecord, speculative_generate, target_generate
 from spinlib.sd.measure import prefix_profile, teacher_forced_beta
 from spinlib.sd.toy import BigramLM
+from helpers import spinlib_cli
 
 PAIR = "smollm2-rtn3g16"  # the lowest-alpha draft: most rejections, the strictest losslessness check
 
@@ -174,8 +173,7 @@ def test_prefix_profile():
     np.testing.assert_allclose(prefix_profile(b, 2), [0.75, np.mean([0.5, 0.25, 0.5])])
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "spinlib", *args], capture_output=True, text=True)
+_cli = spinlib_cli
 
 
 @pytest.mark.real_models

@@ -53,7 +53,7 @@ class Knapsack:
         return {"x": np.zeros((1, len(self.v)), int), "depth": np.zeros(1, int)}
 
     def expand(self, nodes, inc):
-        ub, keep, closed = [], [], -np.inf
+        ub, closed = [], -np.inf
         for x, d in zip(nodes["x"], nodes["depth"]):
             if d == len(self.v):
                 closed = max(closed, float(inc.offer(x[None])[0]))

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from spinlib.emulator.fading import Fading
-from spinlib.online import cspec
 from spinlib.online.arena import ArenaConfig, Delay, Stream, run_arena
 from spinlib.online.experiments import regret_exponent
 from spinlib.online.specstop import _ArmStats
 from spinlib.validation import ValidationError
+from helpers import spinlib_cli
 
 
 # ---------------------------------------------------------------- the delay processes
@@ -190,11 +190,7 @@ def test_regret_exponent_agrees_with_a_general_least_squares_fit():
 
 
 def _arena_cli(*args):
-    import subprocess
-    import sys
-
-    return subprocess.run([sys.executable, "-m", "spinlib", "arena", "--synthetic-alpha", "0.7", "--rounds", "60",
-                           "--users", "2", "--seeds", "1", *args], capture_output=True, text=True)
+    return spinlib_cli("arena", "--synthetic-alpha", "0.7", "--rounds", "60", "--users", "2", "--seeds", "1", *args)
 
 
 def test_arena_cli_runs_a_moving_delay_and_refuses_what_it_would_ignore():
