@@ -1,4 +1,5 @@
-"""Multi-user controllers that re-plan every round on the current channel (spinlib.online.multiuser).
+"""Multi-user controllers that re-plan every round on the current channel (spinlib.online.multiuser, the
+per-round problem of spinlib.online.round_problem, the simulator of spinlib.online.replan).
 
 Checks: a fixed plan played by the round-by-round simulator is the testbed's emulation bit for
 bit; the per-round maximiser of replan-dinkelbach / energy-queue equals exhaustive search (fresh
@@ -13,7 +14,7 @@ import pytest
 from spinlib.acceptance import tokens_table
 from spinlib.control.heterogeneous import solve_heterogeneous_sync
 from spinlib.emulator import EmulatorConfig, Fading, emulate
-from spinlib.online import multiuser as mu
+from spinlib.online import energy as en, multiuser as mu, replan as rep, round_problem as rp
 from spinlib.presets import random_scenario
 from spinlib.validation import ValidationError
 from helpers import spinlib_cli
@@ -28,7 +29,7 @@ def _objective(s, rng, L_max, kind):
     lam = float(rng.uniform(10.0, 300.0))
     if kind == "dinkelbach":
         return tab - lam * t1 * Ls, np.zeros(K), lam
-    e, p_tx, p_idle = mu._energy_arrays(mu.device_energy(s, "phone-soc"))
+    e, p_tx, p_idle = en._energy_arrays(en.device_energy(s, "phone-soc"))
     Q = rng.exponential(rng.choice([0.05, 1.0, 20.0]), K)
     V = float(rng.choice([0.01, 0.1, 1.0]))
     price = V * lam + float(p_idle @ Q)
@@ -43,8 +44,8 @@ def _objective(s, rng, L_max, kind):
 def test_fixed_plan_is_the_testbeds_emulation_bit_for_bit(fading):
     """plan-on-average replays emulate(): same acceptance and fading draws, same clock, same bytes."""
     s = random_scenario(3, 21)
-    cfg = mu.ReplanConfig(rounds=300, seed=7, fading=Fading(fading))
-    (res,) = mu.run_replan(s, ["plan-on-average"], cfg)
+    cfg = rep.ReplanConfig(rounds=300, seed=7, fading=Fading(fading))
+    (res,) = rep.run_replan(s, ["plan-on-average"], cfg)
     plan = solve_heterogeneous_sync(s, cfg.L_max)
     em = emulate(s, plan, EmulatorConfig(rounds=300, seed=7, fading=Fading(fading)))
     assert (res.goodput_tokens_per_s, res.ci_low, res.ci_high) == (em.goodput_tokens_per_s, em.ci_low, em.ci_high)
@@ -66,7 +67,7 @@ def test_outcomes_the_controllers_learn_from_match_the_clock():
 
     try:
         s = random_scenario(3, 4)
-        (res,) = mu.run_replan(s, ["test-recorder"], mu.ReplanConfig(rounds=60, seed=2, fading=Fading("rayleigh")))
+        (res,) = rep.run_replan(s, ["test-recorder"], rep.ReplanConfig(rounds=60, seed=2, fading=Fading("rayleigh")))
     finally:
         mu.REGISTRY.remove("test-recorder")
     T = np.array([o.T for o in seen])
@@ -81,7 +82,7 @@ def test_replan_ratio_solves_the_faded_scenario():
     h = np.array([0.3, 2.0, 0.05])
     faded = s.replace(users=tuple(u.__class__(u.draft_time_s, u.alpha, u.channel_gain * hk, u.tx_power_w)
                                   for u, hk in zip(s.users, h)))
-    a = solve_heterogeneous_sync(s, 6, rates=mu.faded_rates(s, h))
+    a = solve_heterogeneous_sync(s, 6, rates=rp.faded_rates(s, h))
     b = solve_heterogeneous_sync(faded, 6)
     assert a.draft_lengths == b.draft_lengths
     assert a.goodput_tokens_per_s == pytest.approx(b.goodput_tokens_per_s, rel=1e-12)
@@ -99,21 +100,21 @@ def test_round_maximiser_equals_exhaustive_search():
         K, L_max = int(rng.integers(2, 4)), int(rng.integers(1, 6))
         s = random_scenario(K, int(rng.integers(2**31)), rate_model=str(rng.choice(["shannon", "linear"])))
         h = np.maximum(rng.exponential(1.0, K), 0.01)
-        rates = mu.faded_rates(s, h)
+        rates = rp.faded_rates(s, h)
         u, w, price = _objective(s, rng, L_max, ["dinkelbach", "energy"][trial % 2])
-        ref = mu.exhaustive_round(s, rates, u, w, price)
-        tol = 1e-9 * max(abs(ref.value), price * mu.round_constant_s(s))
+        ref = rp.exhaustive_round(s, rates, u, w, price)
+        tol = 1e-9 * max(abs(ref.value), price * rp.round_constant_s(s))
         for enum_max in (1, 64):
-            sol = mu.maximise_round(s, rates, u, w, price, enum_max=enum_max, batch=int(rng.integers(1, 64)))
+            sol = rp.maximise_round(s, rates, u, w, price, enum_max=enum_max, batch=int(rng.integers(1, 64)))
             msg = f"entropy {entropy}, trial {trial}, enum_max {enum_max}: {sol} vs {ref}"
             assert sol.status == "optimal", msg
             assert sol.value >= ref.value - tol, msg
             assert sol.upper_bound >= ref.value - tol, msg
-            J, _, _ = mu.round_objective(s, rates, u, w, price, sol.L)
+            J, _, _ = rp.round_objective(s, rates, u, w, price, sol.L)
             assert float(J) == sol.value, msg
             assert sol.b.sum() <= s.radio.bandwidth_hz * (1 + 1e-12), msg
         # a node budget that binds still certifies a bound on the optimum
-        cut = mu.maximise_round(s, rates, u, w, price, enum_max=1, max_nodes=1)
+        cut = rp.maximise_round(s, rates, u, w, price, enum_max=1, max_nodes=1)
         assert cut.upper_bound >= ref.value - tol and cut.value <= ref.value + tol, msg
 
 
@@ -123,9 +124,9 @@ def test_round_maximiser_equals_exhaustive_search():
 def test_same_seed_same_bytes():
     kw = dict(n_cells=1, num_users=2, rounds=40, seed=3, fadings=("rayleigh",),
               controllers=("plan-on-average", "replan-dinkelbach", "replan-coordinate", "energy-queue"), L_max=4)
-    a, b = mu.replan_under_fading(**kw), mu.replan_under_fading(**kw)
+    a, b = rep.replan_under_fading(**kw), rep.replan_under_fading(**kw)
     assert json.dumps(a, sort_keys=True).encode() == json.dumps(b, sort_keys=True).encode()
-    c = mu.replan_under_fading(**{**kw, "seed": 4})
+    c = rep.replan_under_fading(**{**kw, "seed": 4})
     assert json.dumps(a, sort_keys=True) != json.dumps(c, sort_keys=True)
 
 
@@ -136,8 +137,8 @@ def test_energy_queue_meets_its_budget_with_a_bounded_debt():
     half is at most 1.25x the first half's) and stays under 50 rounds of budget, while the average
     plan overspends (its energy is 1 / budget_scale of the budget on the average channel)."""
     s = random_scenario(2, 5)
-    cfg = mu.ReplanConfig(rounds=1000, seed=1, fading=Fading("rayleigh"), L_max=6)
-    eq, avg = mu.run_replan(s, [mu.mspec("energy-queue", V=0.05, budget_scale=0.7), "plan-on-average"], cfg)
+    cfg = rep.ReplanConfig(rounds=1000, seed=1, fading=Fading("rayleigh"), L_max=6)
+    eq, avg = rep.run_replan(s, [mu.mspec("energy-queue", V=0.05, budget_scale=0.7), "plan-on-average"], cfg)
     budget = eq.info["budget_j"]
     assert np.all(eq.energy_per_round_j <= budget * 1.03), (eq.energy_per_round_j, budget)
     assert np.any(avg.energy_per_round_j > budget * 1.2)
@@ -156,8 +157,8 @@ def test_replanning_beats_the_average_plan_under_rayleigh_fading():
     server-only's goodput (the testbed's finding that the average plan can lose to it)."""
     for seed in (0, 1, 2):
         s = random_scenario(3, 100 + seed)
-        res = mu.run_replan(s, ["plan-on-average", "server-only", "replan-dinkelbach", "replan-coordinate"],
-                            mu.ReplanConfig(rounds=200, seed=seed, fading=Fading("rayleigh"), L_max=6))
+        res = rep.run_replan(s, ["plan-on-average", "server-only", "replan-dinkelbach", "replan-coordinate"],
+                            rep.ReplanConfig(rounds=200, seed=seed, fading=Fading("rayleigh"), L_max=6))
         avg, server, dink, coord = res
         for r in (dink, coord):
             assert r.ci_low > avg.ci_high, (seed, r.controller, r.ci_low, avg.ci_high)
@@ -177,29 +178,29 @@ def _one_line(fn, *words):
 
 def test_bad_input_is_one_line():
     s = random_scenario(2, 1)
-    cfg = mu.ReplanConfig(rounds=5)
-    _one_line(lambda: mu.ReplanConfig(rounds=0), "rounds", "[2, 100000]")
-    _one_line(lambda: mu.ReplanConfig(rounds=mu.MAX_ROUNDS + 1), "rounds", "[2, 100000]")
-    _one_line(lambda: mu.ReplanConfig(seed=-1), "seed")
-    _one_line(lambda: mu.ReplanConfig(L_max=0), "L_max")
-    _one_line(lambda: mu.ReplanConfig(acceptance="x"), "acceptance")
-    _one_line(lambda: mu.ReplanConfig(energy_preset="x"), "energy_preset")
-    _one_line(lambda: mu.ReplanConfig(fading="rayleigh"), "fading")
-    _one_line(lambda: mu.run_replan(s, ["nope"], cfg), "controller must be one of")
-    _one_line(lambda: mu.run_replan(s, ["replan-ratio:bogus=1"], cfg), "bogus", "max_nodes")
-    _one_line(lambda: mu.run_replan(s, ["replan-ratio:max_nodes"], cfg), "key=value")
-    _one_line(lambda: mu.run_replan(s, [], cfg), "at least one")
+    cfg = rep.ReplanConfig(rounds=5)
+    _one_line(lambda: rep.ReplanConfig(rounds=0), "rounds", "[2, 100000]")
+    _one_line(lambda: rep.ReplanConfig(rounds=rep.MAX_ROUNDS + 1), "rounds", "[2, 100000]")
+    _one_line(lambda: rep.ReplanConfig(seed=-1), "seed")
+    _one_line(lambda: rep.ReplanConfig(L_max=0), "L_max")
+    _one_line(lambda: rep.ReplanConfig(acceptance="x"), "acceptance")
+    _one_line(lambda: rep.ReplanConfig(energy_preset="x"), "energy_preset")
+    _one_line(lambda: rep.ReplanConfig(fading="rayleigh"), "fading")
+    _one_line(lambda: rep.run_replan(s, ["nope"], cfg), "controller must be one of")
+    _one_line(lambda: rep.run_replan(s, ["replan-ratio:bogus=1"], cfg), "bogus", "max_nodes")
+    _one_line(lambda: rep.run_replan(s, ["replan-ratio:max_nodes"], cfg), "key=value")
+    _one_line(lambda: rep.run_replan(s, [], cfg), "at least one")
     for V in (0, -1.0, float("inf")):
-        _one_line(lambda: mu.run_replan(s, [mu.mspec("energy-queue", V=V)], cfg), "V", "> 0")
-    _one_line(lambda: mu.run_replan(s, ["energy-queue:budget_j=-0.1"], cfg), "budget_j", ">= 0")
-    _one_line(lambda: mu.run_replan(s, [mu.mspec("energy-queue", budget_j=(0.1, -0.1))], cfg), "budget_j[1]", ">= 0")
-    _one_line(lambda: mu.run_replan(s, [mu.mspec("energy-queue", budget_j=(0.1, 0.1, 0.1))], cfg), "budget_j", "2")
-    _one_line(lambda: mu.run_replan(s, ["energy-queue:budget_scale=-1"], cfg), "budget_scale", ">= 0")
-    _one_line(lambda: mu.run_replan(s, ["replan-dinkelbach:gap=2"], cfg), "gap", "[0, 1)")
-    _one_line(lambda: mu.run_replan(s, ["replan-ratio:max_nodes=0"], cfg), "max_nodes", "[1,")
-    _one_line(lambda: mu.multiuser_env(random_scenario(mu.MAX_USERS + 1, 0), cfg), "num_users", str(mu.MAX_USERS))
-    _one_line(lambda: mu.replan_under_fading(fadings=("fast",)), "fadings")
-    _one_line(lambda: mu.replan_under_fading(num_users=0), "num_users")
+        _one_line(lambda: rep.run_replan(s, [mu.mspec("energy-queue", V=V)], cfg), "V", "> 0")
+    _one_line(lambda: rep.run_replan(s, ["energy-queue:budget_j=-0.1"], cfg), "budget_j", ">= 0")
+    _one_line(lambda: rep.run_replan(s, [mu.mspec("energy-queue", budget_j=(0.1, -0.1))], cfg), "budget_j[1]", ">= 0")
+    _one_line(lambda: rep.run_replan(s, [mu.mspec("energy-queue", budget_j=(0.1, 0.1, 0.1))], cfg), "budget_j", "2")
+    _one_line(lambda: rep.run_replan(s, ["energy-queue:budget_scale=-1"], cfg), "budget_scale", ">= 0")
+    _one_line(lambda: rep.run_replan(s, ["replan-dinkelbach:gap=2"], cfg), "gap", "[0, 1)")
+    _one_line(lambda: rep.run_replan(s, ["replan-ratio:max_nodes=0"], cfg), "max_nodes", "[1,")
+    _one_line(lambda: rep.multiuser_env(random_scenario(rep.MAX_USERS + 1, 0), cfg), "num_users", str(rep.MAX_USERS))
+    _one_line(lambda: rep.replan_under_fading(fadings=("fast",)), "fadings")
+    _one_line(lambda: rep.replan_under_fading(num_users=0), "num_users")
 
     @mu.register_multiuser_controller("test-greedy", "asks for more than the band", replace=True)
     class Greedy(mu.MultiUserController):
@@ -207,7 +208,7 @@ def test_bad_input_is_one_line():
             return np.ones(self.env.K, dtype=int), np.full(self.env.K, self.env.scenario.radio.bandwidth_hz)
 
     try:
-        _one_line(lambda: mu.run_replan(s, ["test-greedy"], cfg), "test-greedy", "round 0", "bandwidth")
+        _one_line(lambda: rep.run_replan(s, ["test-greedy"], cfg), "test-greedy", "round 0", "bandwidth")
     finally:
         mu.REGISTRY.remove("test-greedy")
 

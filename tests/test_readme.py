@@ -75,12 +75,12 @@ def test_readme_solver_defaults_match_the_code():
 
 def test_readme_multiuser_limits_match_the_code():
     """The multi-user limits and defaults the README states are the code's."""
-    from spinlib.online import multiuser as MU
+    from spinlib.online import multiuser as MU, replan
 
     text = " ".join((ROOT / "README.md").read_text().split())
     ratio = MU.get_multiuser_controller("replan-ratio").params
     assert f"at a node budget of {ratio['max_nodes']} by default" in text
-    assert f"Up to {MU.MAX_USERS} users" in text and f"and {MU.MAX_ROUNDS:,} rounds per run" in text
+    assert f"Up to {replan.MAX_USERS} users" in text and f"and {replan.MAX_ROUNDS:,} rounds per run" in text
 
 
 def test_readme_replan_example_parses():

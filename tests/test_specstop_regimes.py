@@ -253,10 +253,9 @@ def test_the_per_token_variant_learns_a_good_threshold(delay_s):
     assert arms.min() < s["ucb-specstop-token"] and s["ucb-specstop-token"] >= 0.9 * arms.max()
 
 
-@pytest.mark.parametrize("bad", ["ucb-specstop-token:h_min=0", "ucb-specstop-token:h_max=1", "ucb-specstop-token:arms=0",
-                                 "ucb-specstop-token:arms=2.5", "ucb-specstop-token:h_min=0.8,h_max=0.2",
-                                 "ucb-specstop-token:h_min=0.5,h_max=0.5,arms=3", "ucb-specstop-token:gamma=0",
-                                 "ucb-specstop-token:arms=65", "ucb-specstop-token:c=-1"])
+@pytest.mark.parametrize("bad", ["ucb-specstop-token:" + p for p in (
+    "h_min=0", "h_max=1", "arms=0", "arms=2.5", "h_min=0.8,h_max=0.2", "h_min=0.5,h_max=0.5,arms=3", "gamma=0",
+    "arms=65", "c=-1")])
 def test_bad_per_token_variant_parameters_are_one_line(bad):
     cfg = ArenaConfig(rounds=5, users=1)
     with pytest.raises(ValidationError) as e:

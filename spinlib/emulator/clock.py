@@ -114,7 +114,8 @@ def sync_clock(scenario: Scenario, alloc: Allocation, trace: Trace, h: np.ndarra
               "uplink (mean user)": float(up.mean(axis=1).sum() / total)}
     tokens = N.sum(axis=0)
     return ClockResult(goodput_tokens_per_s=G, ci_low=lo, ci_high=hi, user_goodput=tokens / total,
-                       tokens_per_round=N.mean(axis=0), tokens_per_round_sd=_round_sd(N), round_time_s=T, token_latency_s=total / tokens,
+                       tokens_per_round=N.mean(axis=0), tokens_per_round_sd=_round_sd(N), round_time_s=T,
+                       token_latency_s=total / tokens,
                        phase_shares=shares, server_utilisation=float(t_ver.sum() / total), timeline=tuple(timeline))
 
 
@@ -185,7 +186,8 @@ def async_clock(scenario: Scenario, alloc: Allocation, trace: Trace, h: np.ndarr
               "feedback+access": float(np.mean(R * over / elapsed))}
     util = float(busy / span) if server == "batch" else float(np.sum(ver.sum(0) / elapsed))
     return ClockResult(goodput_tokens_per_s=G, ci_low=lo, ci_high=hi, user_goodput=tokens / elapsed,
-                       tokens_per_round=N.mean(axis=0), tokens_per_round_sd=_round_sd(N), round_time_s=dur.reshape(-1), token_latency_s=elapsed / tokens,
+                       tokens_per_round=N.mean(axis=0), tokens_per_round_sd=_round_sd(N),
+                       round_time_s=dur.reshape(-1), token_latency_s=elapsed / tokens,
                        phase_shares=shares, server_utilisation=util, timeline=tuple(timeline))
 
 

@@ -106,8 +106,9 @@ def real_rounds_vs_models(base: Scenario, allocations: dict[str, Allocation], pa
     -------
     list of dict, one per allocation
         ``"allocation"``, ``"L"``, ``"testbed, real models"``, ``"ci"``, ``"tokens/round: testbed"``,
-        ``"tokens/round: testbed, 95% half-width"`` (Student t over the rounds, ``[K]``), ``"rounds"``, and for each prediction ``name`` in :data:`PREDICTIONS`: ``name`` (goodput)
-        and ``"tokens/round: name"`` (expected tokens per round, ``[K]``).
+        ``"tokens/round: testbed, 95% half-width"`` (Student t over the rounds, ``[K]``), ``"rounds"``,
+        and for each prediction ``name`` in :data:`PREDICTIONS`: ``name`` (goodput) and
+        ``"tokens/round: name"`` (expected tokens per round, ``[K]``).
     """
     full = acceptance_scenarios(base, pair, betas, L_max, temperature=temperature)
     rows = []
@@ -130,5 +131,5 @@ def real_rounds_vs_models(base: Scenario, allocations: dict[str, Allocation], pa
     return rows
 
 
-__all__ = ["REAL_TASKS", "PREDICTIONS", "real_prompts", "real_trace", "prompt_betas", "acceptance_scenarios",
+__all__ = ["REAL_TASKS", "PREDICTIONS", "real_prompts", "prompt_betas", "acceptance_scenarios",
            "real_rounds_vs_models"]

@@ -4,16 +4,17 @@
   statistics, the critical delay, the large-delay law (UCB-SpecStop's theory, our model);
 * :mod:`~spinlib.online.traces`: per-position traces of the packaged pairs (exact greedy replay);
 * :mod:`~spinlib.online.registry`: the open controller registry (``@register_controller``);
-* controllers: :mod:`~spinlib.online.specstop` (UCB-SpecStop, its per-token-aware variant, naive UCB, the known-statistics
-  rule), :mod:`~spinlib.online.anchors` (fixed, SpecDec++ rule, Hugging Face schedules),
+* controllers: :mod:`~spinlib.online.specstop` (UCB-SpecStop, its per-token-aware variant, naive UCB,
+  the known-statistics rule), :mod:`~spinlib.online.anchors` (fixed, SpecDec++ rule, Hugging Face schedules),
   :mod:`~spinlib.online.gelato` (GELATO and its two halves; energy model in
   :mod:`~spinlib.online.energy`);
 * :mod:`~spinlib.online.arena`: :func:`run_arena`, every controller on identical inputs.
 * :mod:`~spinlib.online.multiuser`: K devices sharing the band, re-planned every synchronous round
   on the current channel (paper 1's solver per round, the renewal-reward-correct Dinkelbach rule,
-  cheap rules, a per-device energy queue), :func:`run_replan` and the driver
-  :func:`~spinlib.online.multiuser.replan_under_fading`; its own registry
-  (``@register_multiuser_controller``).
+  cheap rules, a per-device energy queue); its own registry (``@register_multiuser_controller``).
+  The per-round problem and its certified maximiser are in :mod:`~spinlib.online.round_problem`;
+  :mod:`~spinlib.online.replan` plays them (:func:`run_replan`) and holds the notebook's study
+  :func:`~spinlib.online.replan.replan_under_fading`.
 
 Notebook 10 quotes what the papers state (their abstracts) and reproduces it on our models; the
 module docstrings state the models we chose.
@@ -21,8 +22,8 @@ module docstrings state the models we chose.
 from . import anchors, gelato, specstop  # noqa: F401  (registers the library's controllers)
 from .arena import ArenaConfig, ArenaResult, Delay, Stream, energy_queue, mean_ci, run_arena
 from .energy import ENERGY_PRESETS, EnergyModel, energy_preset
-from .multiuser import (MultiUserController, ReplanConfig, ReplanResult, mspec, multiuser_controller_names,
-                        register_multiuser_controller, replan_under_fading, run_replan)
+from .multiuser import MultiUserController, mspec, multiuser_controller_names, register_multiuser_controller
+from .replan import ReplanConfig, ReplanResult, replan_under_fading, run_replan
 from .registry import (CONTROLLERS, Controller, ControllerSpec, Env, controller_names, cspec, get_controller,
                        make_controller, parse_spec, register_controller)
 from .stopping import (RoundCosts, brute_force_length, critical_delay, critical_delay_iid, iid_survival,

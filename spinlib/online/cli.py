@@ -193,7 +193,7 @@ def add_replan_parser(subparsers):
         python -m spinlib replan cell.json --fading rayleigh --rounds 500 \\
             --controllers plan-on-average,replan-dinkelbach,energy-queue:V=0.1 --seed 0 --json
     """
-    from .multiuser import DEFAULT_CONTROLLERS
+    from .replan import DEFAULT_CONTROLLERS
 
     p = subparsers.add_parser("replan", help="multi-user controllers re-planning every round on the current channel")
     p.add_argument("scenario", nargs="?", help="scenario JSON (python -m spinlib scenario ...)")
@@ -215,13 +215,14 @@ def add_replan_parser(subparsers):
 
 
 def cmd_replan(args) -> int:
-    """Run :func:`spinlib.online.multiuser.run_replan` for parsed ``args``; one line on stderr and exit 2
+    """Run :func:`spinlib.online.replan.run_replan` for parsed ``args``; one line on stderr and exit 2
     on bad input."""
     from ..control.registry import load_env_plugins, load_plugin
     from ..emulator.fading import Fading
     from ..scenario import Scenario
     from ..validation import ValidationError
-    from .multiuser import REGISTRY, ReplanConfig, parse_mspec, run_replan
+    from .multiuser import REGISTRY, parse_mspec
+    from .replan import ReplanConfig, run_replan
 
     try:
         for path in args.plugin or ():

@@ -14,9 +14,11 @@ about 3 W while running a small model, and an NVIDIA Jetson Orin Nano in its 7 W
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
+from ..scenario import Scenario
 from ..validation import ValidationError, check_nonnegative
 
 
@@ -63,4 +65,27 @@ def energy_preset(name: str, t_d: float) -> EnergyModel:
     return EnergyModel(p_dev * float(t_d), p_tx, p_idle)
 
 
-__all__ = ["EnergyModel", "ENERGY_PRESETS", "energy_preset"]
+def device_energy(scenario: Scenario, preset: str = "phone-soc") -> tuple[EnergyModel, ...]:
+    """One :class:`~spinlib.online.energy.EnergyModel` per device: ``e_k = P_device tau_k`` and
+    ``p_idle`` from :data:`~spinlib.online.energy.ENERGY_PRESETS` ``[preset]``, transmit power the
+    scenario's ``P_k`` (the power behind the rate model; the presets' 0.2 W is the same 23 dBm)."""
+    if preset not in ENERGY_PRESETS:
+        raise ValidationError(f"energy_preset must be one of {sorted(ENERGY_PRESETS)}, got {preset!r}")
+    p_dev, _, p_idle, _ = ENERGY_PRESETS[preset]
+    return tuple(EnergyModel(p_dev * float(t), float(p), p_idle) for t, p in zip(scenario.tau, scenario.power))
+
+
+def _energy_arrays(models: Sequence[EnergyModel]):
+    """``(e [K] J/token, p_tx [K] W, p_idle [K] W)``."""
+    return (np.array([m.draft_j_per_token for m in models]), np.array([m.tx_power_w for m in models]),
+            np.array([m.idle_power_w for m in models]))
+
+
+def round_energy(models: Sequence[EnergyModel], L, upload_s, wait_s) -> np.ndarray:
+    """``E_k = L_k e_k + p_tx,k up_k + p_idle,k wait_k`` [J], shape ``[..., K]``
+    (:meth:`EnergyModel.round_energy` of every device)."""
+    e, p_tx, p_idle = _energy_arrays(models)
+    return (np.asarray(L, float) * e + p_tx * np.asarray(upload_s, float) + p_idle * np.asarray(wait_s, float))
+
+
+__all__ = ["EnergyModel", "ENERGY_PRESETS", "energy_preset", "device_energy", "round_energy"]

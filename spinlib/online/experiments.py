@@ -6,7 +6,6 @@ are its committed traces (``data/traces``), one stream per task group.
 """
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -14,6 +13,7 @@ import numpy as np
 from ..emulator.fading import Fading
 from ..maps import check_axes
 from ..paths import DATA
+from ..presets import read_measured_summary
 from ..validation import ValidationError
 from .arena import ArenaConfig, Delay, Stream, run_arena
 from .energy import energy_preset
@@ -23,12 +23,18 @@ from .stopping import (RoundCosts, brute_force_length, critical_delay, critical_
 from .traces import load_pair_traces
 
 
-def pair_timings(pair: str) -> dict:
-    """``{"t_d", "t0", "t1"}`` [s]: medians over the pair's committed measurement summaries."""
+def pair_timing_records(pair: str) -> list[dict]:
+    """The ``timing`` object of each of the pair's committed measurement summaries (one per task),
+    read and checked by :func:`spinlib.presets.read_measured_summary` (a bad file is one line)."""
     files = sorted((DATA / "measurements" / pair).glob("*.summary.json"))
     if not files:
         raise ValidationError(f"no committed measurements of pair {pair!r} under data/measurements")
-    tim = [json.loads(f.read_text())["timing"] for f in files]
+    return [read_measured_summary(f)["timing"] for f in files]
+
+
+def pair_timings(pair: str) -> dict:
+    """``{"t_d", "t0", "t1"}`` [s]: medians over the pair's committed measurement summaries."""
+    tim = pair_timing_records(pair)
     return {"t_d": float(np.median([t["draft_s_per_token"] for t in tim])),
             "t0": float(np.median([t["verify_t0_s"] for t in tim])),
             "t1": float(max(np.median([t["verify_t1_s"] for t in tim]), 0.0))}
@@ -81,6 +87,14 @@ def _median_se(q25, q75, n):
     return 1.2533 * (np.asarray(q75, float) - np.asarray(q25, float)) / 1.349 / np.sqrt(n)
 
 
+def _length_interval(L0: int, reps, confidence: float) -> dict:
+    """A point length ``L0`` with its replicates' percentile interval (lengths are integers: the
+    inverted-CDF quantile) and the share of replicates equal to it."""
+    reps = np.asarray(reps)
+    lo, hi = np.quantile(reps, [(1 - confidence) / 2, (1 + confidence) / 2], method="inverted_cdf")
+    return {"L": int(L0), "share_same": float(np.mean(reps == L0)), "ci_low": int(lo), "ci_high": int(hi)}
+
+
 def critical_delay_intervals(pairs, L_max: int = 12, n_boot: int = 400, seed: int = 0,
                              confidence: float = 0.95, verify_repeats: int = 5, lengths_at_s=()) -> dict:
     """The critical delay of each pair with a bootstrap interval carried from the measurements.
@@ -102,10 +116,7 @@ def critical_delay_intervals(pairs, L_max: int = 12, n_boot: int = 400, seed: in
     out = {}
     for pair, child in zip(pairs, np.random.SeedSequence(seed).spawn(len(pairs))):
         rng = np.random.default_rng(child)
-        files = sorted((DATA / "measurements" / pair).glob("*.summary.json"))
-        if not files:
-            raise ValidationError(f"no committed measurements of pair {pair!r} under data/measurements")
-        tim = [json.loads(f.read_text())["timing"] for f in files]
+        tim = pair_timing_records(pair)
         streams = pair_streams(pair)
         runs = [st.cyclic_runs(L_max + 1) for st in streams]
 
@@ -148,11 +159,7 @@ def critical_delay_intervals(pairs, L_max: int = 12, n_boot: int = 400, seed: in
                      "D_c_two_points_s": critical_delay_two_points(S0, point["t_d"], T2, T3),
                      "T2_s": T2, "T3_s": T3, "fit_T2_s": point["t0"] + 2 * point["t1"],
                      "fit_T3_s": point["t0"] + 3 * point["t1"],
-                     "L_star_at": {str(float(D)): {"L": int(L0[D]), "share_same": float(np.mean(np.asarray(L_reps[D]) == L0[D])),
-                                                   **dict(zip(("ci_low", "ci_high"), (int(v) for v in np.quantile(
-                                                       L_reps[D], [(1 - confidence) / 2, (1 + confidence) / 2],
-                                                       method="inverted_cdf"))))}
-                                   for D in lengths_at_s}}
+                     "L_star_at": {str(float(D)): _length_interval(L0[D], L_reps[D], confidence) for D in lengths_at_s}}
     return out
 
 

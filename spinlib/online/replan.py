@@ -1,0 +1,325 @@
+"""The multi-user simulator: every re-planner played on common random numbers, and the notebook's study.
+
+The simulator (:func:`run_replan`) plays every controller on common random numbers: acceptance
+uniforms and fading from ``numpy.random.default_rng(seed)`` in the testbed's order (all
+acceptance uniforms, then the fading), so a controller that returns a fixed allocation gets
+exactly :func:`spinlib.emulator.emulate`'s trace, clock and goodput (tested bit for bit).
+The delta-method interval of the clock assumes independent rounds: it holds (asymptotically) for
+a fixed plan on static or Rayleigh fading and is approximate for adaptive controllers (``lambda_r``
+and ``Q`` carry state from round to round) and Markov fading. ``expected_goodput_tokens_per_s``
+(expected tokens of the played lengths over the realised times) removes the acceptance noise
+from comparisons between controllers on the same channel draws.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from ..acceptance import prefix_table, sample_accepted, tokens_table
+from ..control.heterogeneous import BNB_FULL_USERS, solve_heterogeneous_sync
+from ..emulator.clock import sync_clock
+from ..emulator.fading import FADING_MODELS, Fading
+from ..emulator.testbed import MAX_ROUND_USER_CELLS
+from ..emulator.traces import Trace, trace_bits
+from ..rounds import Allocation, sync_round_time, uplink_time
+from ..scenario import Scenario
+from ..validation import ValidationError, check_int_range
+from .energy import ENERGY_PRESETS, device_energy, round_energy
+from .registry import ControllerSpec
+from .multiuser import (MultiUserController, MultiUserEnv, RoundContext, RoundOutcome, get_multiuser_controller,
+                        parse_mspec)
+from .round_problem import faded_rates
+
+MAX_USERS = BNB_FULL_USERS  # per-round solvers: heterogeneous-sync certifies to its tolerance up to this K
+MAX_ROUNDS = 100_000  # rounds per run: every round is a solve (about 10-100 ms each at K = 4-8)
+ACCEPTANCE = ("iid", "profile")
+
+
+# ----------------------------------------------------------------------------------------------
+# the simulator
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ReplanConfig:
+    """One run of multi-user controllers.
+
+    Parameters
+    ----------
+    rounds : int
+        Synchronous rounds, in [2, :data:`MAX_ROUNDS`] (two for an interval; every round is a solve).
+    seed : int
+        >= 0. Acceptance uniforms, then fading, from ``numpy.random.default_rng(seed)`` in the
+        testbed's order (:func:`spinlib.emulator.emulate`); every controller sees the same draws.
+    fading : Fading
+        Block fading (:class:`spinlib.emulator.Fading`).
+    L_max : int
+        Largest draft length, in [1, 64].
+    acceptance : {"iid", "profile"}
+        Acceptance model of the sampler (:func:`spinlib.acceptance.prefix_table`).
+    energy_preset : str
+        Device energy (:func:`device_energy`).
+    confidence : float
+        Level of the goodput interval, in (0, 1).
+    """
+
+    rounds: int = 500
+    seed: int = 0
+    fading: Fading = field(default_factory=Fading)
+    L_max: int = 8
+    acceptance: str = "iid"
+    energy_preset: str = "phone-soc"
+    confidence: float = 0.99
+
+    def __post_init__(self) -> None:
+        check_int_range("rounds", self.rounds, 2, MAX_ROUNDS)
+        check_int_range("seed", self.seed, 0)
+        check_int_range("L_max", self.L_max, 1, 64)
+        if not isinstance(self.fading, Fading):
+            raise ValidationError("fading must be a spinlib.emulator.Fading")
+        if self.acceptance not in ACCEPTANCE:
+            raise ValidationError(f"acceptance must be one of {ACCEPTANCE}, got {self.acceptance!r}")
+        if self.energy_preset not in ENERGY_PRESETS:
+            raise ValidationError(f"energy_preset must be one of {sorted(ENERGY_PRESETS)}, got {self.energy_preset!r}")
+        c = self.confidence
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < 1:
+            raise ValidationError(f"confidence must be in (0, 1), got {c!r}")
+
+
+@dataclass(frozen=True)
+class ReplanResult:
+    """What one controller realised (``R`` rounds, ``K`` users).
+
+    Parameters
+    ----------
+    controller : str
+        Its label.
+    goodput_tokens_per_s, ci_low, ci_high : float
+        ``sum N / sum T`` [token/s] and the clock's delta-method interval.
+    tokens_per_round : float
+        Mean ``sum_k N_rk``.
+    round_time_s : float
+        Mean ``T_r`` [s].
+    expected_goodput_tokens_per_s : float
+        ``sum_r sum_k E[N_k](L_rk) / sum_r T_r`` [token/s]: the acceptance noise averaged out (the
+        channel's stays), for comparing controllers on the same draws.
+    mean_L : float
+        Mean draft length over rounds and users.
+    energy_per_token_j : float
+        All devices' energy over all tokens [J/token].
+    energy_per_round_j : float array [K]
+        Mean energy per round of each device [J].
+    draft_lengths : int array [R, K]
+    bandwidth_hz : float array [R, K]
+    tokens : int array [R, K]
+        ``N_rk``.
+    round_times_s : float array [R]
+    energy_j : float array [R, K]
+    info : dict
+        The controller's :meth:`~MultiUserController.info` (solver statuses; energy controllers:
+        ``budget_j``, ``debt_j`` (final ``Q``), ``max_debt_j``).
+    """
+
+    controller: str
+    goodput_tokens_per_s: float
+    ci_low: float
+    ci_high: float
+    tokens_per_round: float
+    round_time_s: float
+    expected_goodput_tokens_per_s: float
+    mean_L: float
+    energy_per_token_j: float
+    energy_per_round_j: np.ndarray
+    draft_lengths: np.ndarray
+    bandwidth_hz: np.ndarray
+    tokens: np.ndarray
+    round_times_s: np.ndarray
+    energy_j: np.ndarray
+    info: dict = field(default_factory=dict)
+
+    def record(self) -> dict:
+        """The scalars (and ``[K]`` lists) of a long record; ``info``'s arrays as lists."""
+        out = {"controller": self.controller, "goodput_tokens_per_s": self.goodput_tokens_per_s,
+               "ci_low": self.ci_low, "ci_high": self.ci_high, "tokens_per_round": self.tokens_per_round,
+               "round_time_s": self.round_time_s, "expected_goodput_tokens_per_s": self.expected_goodput_tokens_per_s,
+               "mean_L": self.mean_L,
+               "energy_per_token_j": self.energy_per_token_j,
+               "energy_per_round_j": float(self.energy_per_round_j.mean())}
+        for k, v in self.info.items():
+            out[k] = v.tolist() if isinstance(v, np.ndarray) else v
+        if "budget_j" in self.info:
+            budget = self.info["budget_j"]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out["energy_over_budget"] = float(np.max(self.energy_per_round_j / budget))
+        return out
+
+
+def multiuser_env(scenario: Scenario, config: ReplanConfig, average_plan: Allocation | None = None) -> MultiUserEnv:
+    """The controllers' environment: solves heterogeneous-sync on the average channel (unless given)."""
+    if not isinstance(scenario, Scenario):
+        raise ValidationError(f"scenario must be a spinlib Scenario, got {type(scenario).__name__}")
+    K = scenario.num_users
+    if K > MAX_USERS:
+        raise ValidationError(f"num_users must be <= {MAX_USERS} for per-round re-planning (the per-round solvers "
+                              f"certify their optimum up to {MAX_USERS} users), got {K}")
+    if average_plan is None:  # once per cell: the solver's default node budget (certified to 1e-9)
+        average_plan = solve_heterogeneous_sync(scenario, config.L_max)
+    return MultiUserEnv(scenario, config.L_max, tokens_table(scenario, config.L_max), average_plan,
+                        device_energy(scenario, config.energy_preset))
+
+
+def _check_plan(name: str, r: int, L, b, K: int, L_max: int, B: float):
+    L = np.asarray(L)
+    b = np.asarray(b, dtype=float)
+    if L.shape != (K,) or b.shape != (K,):
+        raise ValidationError(f"controller {name!r}, round {r}: plan must be L [K] and b [K] with K = {K}, "
+                              f"got shapes {L.shape} and {b.shape}")
+    if not np.issubdtype(L.dtype, np.integer) or L.min() < 0 or L.max() > L_max:
+        raise ValidationError(f"controller {name!r}, round {r}: draft lengths must be integers in [0, {L_max}]")
+    if not np.all(np.isfinite(b) & (b >= 0)) or b.sum() > B * (1 + 1e-9):
+        raise ValidationError(f"controller {name!r}, round {r}: bandwidth must be finite, >= 0 and sum to <= {B:g} Hz")
+    if np.any((L > 0) & (b <= 0)):
+        raise ValidationError(f"controller {name!r}, round {r}: a drafting user needs bandwidth > 0")
+    return L.astype(int), b
+
+
+def _draws(scenario: Scenario, config: ReplanConfig) -> np.ndarray:
+    """The fading ``h [R, K]`` from a generator that has first drawn the ``R x K`` acceptance uniforms
+    (the testbed's order), in chunks to bound memory."""
+    R, K = config.rounds, scenario.num_users
+    rng = np.random.default_rng(config.seed)
+    step = max(1, 1_000_000 // K)
+    for r0 in range(0, R, step):
+        rng.random((min(step, R - r0), K))
+    return config.fading.draw(R, K, rng)
+
+
+def play(scenario: Scenario, controller: MultiUserController, h: np.ndarray, config: ReplanConfig,
+         label: str = "") -> ReplanResult:
+    """Play one controller over the channel ``h [R, K]`` (module docstring) and clock it with
+    :func:`spinlib.emulator.sync_clock` on the realised per-round lengths and bandwidths."""
+    env = controller.env
+    R, K = h.shape
+    B = scenario.radio.bandwidth_hz
+    name = label or type(controller).__name__
+    pi = prefix_table(scenario, config.L_max, config.acceptance)
+    acc_rng = np.random.default_rng(config.seed)  # the acceptance uniforms come first in the testbed's stream
+    Ls = np.zeros((R, K), dtype=int)
+    bs = np.zeros((R, K))
+    As = np.zeros((R, K), dtype=int)
+    Es = np.zeros((R, K))
+    tau = scenario.tau
+    for r in range(R):
+        ctx = RoundContext(r, h[r], faded_rates(scenario, h[r]))
+        L, b = _check_plan(name, r, *controller.plan(ctx), K, env.L_max, B)
+        A = sample_accepted(L, pi, 1, acc_rng)[0]
+        up = uplink_time(scenario, L, b, rates=ctx.rates)
+        T = float(sync_round_time(scenario, np.max(L * tau + up), L.sum()))
+        E = round_energy(env.energy, L, up, T - L * tau - up)
+        Ls[r], bs[r], As[r], Es[r] = L, b, A, E
+        controller.update(RoundOutcome(r, L, b, A, A + 1, T, up, E))
+    template = Allocation((0,) * K, (0.0,) * K, "sync", name)
+    up_bits, down_bits = trace_bits(scenario, template, Ls, As)
+    trace = Trace(drafted=Ls, accepted=As, bits_up=up_bits, bits_down=down_bits, draft_s=Ls * tau)
+    # a fixed bandwidth is passed as [K]: the very arrays the testbed computes with (bit-identical results)
+    b_clock = bs[0] if np.all(bs == bs[0]) else bs
+    m = sync_clock(scenario, template, trace, h, confidence=config.confidence, timeline_rounds=0, bandwidth_hz=b_clock)
+    N = As + 1
+    expected = np.cumsum(pi, axis=1)[np.arange(K), Ls]  # E[N_k](L) = sum_{i <= L} P(A_k >= i) under the sampler's law
+    return ReplanResult(controller=name, goodput_tokens_per_s=m.goodput_tokens_per_s, ci_low=m.ci_low,
+                        ci_high=m.ci_high, tokens_per_round=float(N.sum(axis=1).mean()),
+                        round_time_s=float(m.round_time_s.mean()),
+                        expected_goodput_tokens_per_s=float(expected.sum() / m.round_time_s.sum()),
+                        mean_L=float(Ls.mean()),
+                        energy_per_token_j=float(Es.sum() / N.sum()), energy_per_round_j=Es.mean(axis=0),
+                        draft_lengths=Ls, bandwidth_hz=bs, tokens=N, round_times_s=m.round_time_s, energy_j=Es,
+                        info=controller.info())
+
+
+def run_replan(scenario: Scenario, controllers, config: ReplanConfig | None = None, *,
+               average_plan: Allocation | None = None, timings: bool = False) -> list[ReplanResult]:
+    """Every controller on the same cell, channel and acceptance draws.
+
+    Parameters
+    ----------
+    controllers : sequence of str or ControllerSpec
+        Registered names (``"name:key=value,..."``, :func:`multiuser_controller_names`) or
+        :func:`mspec` specs.
+    config : ReplanConfig
+    average_plan : Allocation, optional
+        heterogeneous-sync on the average channel, if already solved.
+    timings : bool
+        Add the wall time of each controller's run (``info["wall_s"]``; not reproducible).
+    """
+    config = config or ReplanConfig()
+    if isinstance(controllers, (str, ControllerSpec)):
+        controllers = [controllers]
+    specs = [parse_mspec(c) for c in controllers]
+    if not specs:
+        raise ValidationError("controllers must name at least one controller")
+    if config.rounds * scenario.num_users > MAX_ROUND_USER_CELLS:
+        raise ValidationError(f"rounds x users = {config.rounds * scenario.num_users:,} exceeds the limit of "
+                              f"{MAX_ROUND_USER_CELLS:,} (memory grows with rounds x users)")
+    env = multiuser_env(scenario, config, average_plan)
+    h = _draws(scenario, config)
+    out = []
+    for spec in specs:
+        t = time.perf_counter()
+        ctrl = get_multiuser_controller(spec.name).cls(env, **spec.kwargs)
+        res = play(scenario, ctrl, h, config, spec.title)
+        if timings:
+            res.info["wall_s"] = time.perf_counter() - t
+        out.append(res)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the notebook's driver
+# ----------------------------------------------------------------------------------------------
+DEFAULT_CONTROLLERS = ("plan-on-average", "server-only", "replan-ratio", "replan-dinkelbach", "replan-bandwidth",
+                       "replan-drop", "replan-coordinate", "energy-queue")
+
+
+def replan_under_fading(n_cells: int = 2, num_users: int = 4, rounds: int = 250, seed: int = 0,
+                        fadings: Sequence[str] = FADING_MODELS, controllers: Sequence = DEFAULT_CONTROLLERS,
+                        L_max: int = 8, timings: bool = False) -> list[dict]:
+    """Every controller on ``n_cells`` random cells under each fading model: long records.
+
+    Cells are :func:`spinlib.presets.random_scenario` ``(num_users, s_i)`` with ``s_i`` from
+    :func:`spinlib.experiments.sweep_seeds` ``(seed, n_cells)``; cell ``i`` is played with
+    ``ReplanConfig(rounds, seed=i, fading, L_max)`` (as :func:`spinlib.experiments.fading_gains`
+    emulates its cells). The default sizes run in well under a minute on a 2-core machine.
+
+    Returns
+    -------
+    list of dict
+        One per (cell, fading, controller): ``cell``, ``fading``, and :meth:`ReplanResult.record`
+        (``goodput_tokens_per_s`` with ``ci_low``/``ci_high`` (99 %), ``tokens_per_round``,
+        ``round_time_s``, ``mean_L``, ``energy_per_token_j``, ``energy_per_round_j``, ``solver_status``,
+        and for energy controllers ``budget_j``, ``debt_j``, ``max_debt_j``, ``energy_over_budget``).
+        With ``timings`` also ``wall_s`` (not reproducible).
+    """
+    from ..experiments import sweep_seeds
+    from ..presets import random_scenario
+
+    check_int_range("n_cells", n_cells, 1, 1000)
+    check_int_range("num_users", num_users, 1, MAX_USERS)
+    fadings = tuple(fadings)
+    for f in fadings:
+        if f not in FADING_MODELS:
+            raise ValidationError(f"fadings must hold names from {FADING_MODELS}, got {f!r}")
+    specs = [parse_mspec(c) for c in controllers]
+    rows = []
+    for i, sd in enumerate(sweep_seeds(seed, n_cells)):
+        s = random_scenario(num_users, sd)
+        avg = solve_heterogeneous_sync(s, L_max)
+        for f in fadings:
+            cfg = ReplanConfig(rounds=rounds, seed=i, fading=Fading(f), L_max=L_max)
+            res = run_replan(s, specs, cfg, average_plan=avg, timings=timings)
+            rows += [{"cell": i, "fading": f, **r.record()} for r in res]
+    return rows
+
+
+__all__ = ["MAX_USERS", "MAX_ROUNDS", "ACCEPTANCE", "ReplanConfig", "ReplanResult", "multiuser_env", "play",
+           "run_replan", "DEFAULT_CONTROLLERS", "replan_under_fading"]
