@@ -19,6 +19,11 @@ branch-and-bound runs to the requested gap with
 
 each under the same node budget and wall-clock limit; recorded: wall time, nodes, the certified
 gap and the status. The whole solver (``solve_heterogeneous_sync``) is timed too.
+
+Tiny instances (``tiny`` rows): K = 2, 3, 4 with L_max = 8 and 16, the whole solver with its
+default dispatch (every length vector evaluated up to
+:data:`spinlib.control.search.EXHAUSTIVE_MAX_VECTORS` of them) side by side with the same solver told
+to branch (``exhaustive_max=0``): the crossover that sets the constant. Best of 5 runs each.
 """
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ from spinlib.channel import RateModel
 from spinlib.control.branch_and_bound import branch_and_bound_sync
 from spinlib.control.heterogeneous import solve_heterogeneous_sync
 from spinlib.control.homogeneous import solve_homogeneous
+from spinlib.control.search import EXHAUSTIVE_MAX_VECTORS
 
 GAP, L_MAX = 1e-4, 16
 
@@ -68,6 +74,20 @@ def one(K: int, i: int, time_limit_s: float, max_nodes: int) -> dict:
     return row
 
 
+def tiny(K: int, L_max: int, repeats: int = 5) -> dict:
+    """The solver at K, L_max: default dispatch vs forced branch-and-bound (best of ``repeats``)."""
+    s = random_scenario(K, seed=[K, L_max], access_latency_s=0.05)
+    row = {"K": K, "L_max": L_max, "vectors": (L_max + 1) ** K}
+    for name, kw in (("default", {}), ("branch_and_bound", {"exhaustive_max": 0})):
+        best = np.inf
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            a = solve_heterogeneous_sync(s, L_max, **kw)
+            best = min(best, time.perf_counter() - t0)
+        row[name] = {"wall_s": best, "search": a.info["search"], "gap": a.info["gap"], "goodput": a.goodput_tokens_per_s}
+    return row
+
+
 def main(args) -> dict:
     run = Run("certified_scaling", args, what="the certified-scaling benchmark")
     sizes = [100, 1000] if args.quick else [100, 1000, 10000]
@@ -80,9 +100,16 @@ def main(args) -> dict:
             rows.append(row)
             print(K, i, {k: (f"{v['wall_s']:.2f} s", v["nodes"], f"{v['gap']:.1e}", v["status"])
                          for k, v in row.items() if isinstance(v, dict)}, flush=True)
+    tiny_rows = []
+    for K in (2, 3, 4):
+        for L_max in (8, 16):
+            row = tiny(K, L_max)
+            tiny_rows.append(row)
+            print("tiny", K, L_max, row["vectors"], {k: (f"{v['wall_s'] * 1e3:.1f} ms", v["search"])
+                                                    for k, v in row.items() if isinstance(v, dict)}, flush=True)
     return run.finish({"gap": GAP, "L_max": L_MAX, "time_limit_s": time_limit_s, "max_nodes": max_nodes,
                        "family": "random_scenario(K, access_latency_s=0.05), t1 / (K/100), B x (K/100)",
-                       "rows": rows})
+                       "rows": rows, "exhaustive_max_vectors": EXHAUSTIVE_MAX_VECTORS, "tiny": tiny_rows})
 
 
 if __name__ == "__main__":

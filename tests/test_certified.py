@@ -43,7 +43,7 @@ def test_certificate_matches_exhaustive():
     for i in range(60):
         s, L_max = draw_instance(rng)
         ex = solve_exhaustive(s, L_max, "sync").goodput_tokens_per_s
-        a = solve(s, "heterogeneous-sync", L_max=L_max)
+        a = solve(s, "heterogeneous-sync", L_max=L_max, exhaustive_max=0)  # the branch-and-bound, not enumeration
         G, ub, gap = a.goodput_tokens_per_s, a.info["upper_bound"], a.info["gap"]
         where = f"seed {seed}, instance {i}: K={s.num_users} L_max={L_max} G={G!r} ub={ub!r} opt={ex!r}"
         assert G == pytest.approx(evaluate(s, a).goodput_tokens_per_s, rel=1e-12), where
@@ -73,6 +73,31 @@ def test_former_misses_are_optimal(K, seed, kw, opt_L, opt_G):
         assert a.draft_lengths == opt_L
     if ex is not None:
         assert a.goodput_tokens_per_s == pytest.approx(ex.goodput_tokens_per_s, rel=TOL)
+
+
+@pytest.mark.parametrize("policy, model", [("heterogeneous-sync", "sync"), ("heterogeneous-async", "async")])
+def test_tiny_instances_are_enumerated(policy, model):
+    """Up to EXHAUSTIVE_MAX_VECTORS length vectors the solver evaluates all of them (fresh random
+    instances, default parameters): the exhaustive optimum, gap 0, status "optimal", search
+    "exhaustive"; one more user and it branches (with a certified gap)."""
+    from spinlib.control.search import EXHAUSTIVE_MAX_VECTORS
+
+    seed = int(os.environ.get("SPINLIB_TEST_SEED", np.random.SeedSequence().entropy % (1 << 63)))
+    rng = np.random.default_rng(seed)
+    for i in range(6):
+        s, L_max = draw_instance(rng)
+        small = (L_max + 1) ** s.num_users <= EXHAUSTIVE_MAX_VECTORS
+        where = f"seed {seed}, instance {i}: K={s.num_users} L_max={L_max}"
+        a = solve(s, policy, L_max=L_max)
+        assert a.info["search"] == ("exhaustive" if small else "branch-and-bound"), where
+        if small:
+            ex = solve_exhaustive(s, L_max, model)
+            assert a.draft_lengths == ex.draft_lengths, where
+            assert a.goodput_tokens_per_s == pytest.approx(ex.goodput_tokens_per_s, rel=1e-12), where
+            assert a.info["gap"] == 0.0 and a.info["status"] == "optimal", where
+            assert a.info["upper_bound"] == a.goodput_tokens_per_s, where
+    with pytest.raises(ValidationError, match="exhaustive_max"):
+        solve(random_scenario(2, seed=1), policy, exhaustive_max=-1)
 
 
 def test_parameters_and_time_limit():

@@ -38,7 +38,7 @@ def test_uldl_certificate_matches_joint_exhaustive():
         latency = float(10 ** rng.uniform(-3, 0))
         s = random_uldl_scenario(K, np.random.default_rng(int(rng.integers(1 << 31))), access_latency_s=latency)
         opt = U.exhaustive_joint(s, L_max)[0]
-        a = solve(s, "uldl-optimal", L_max=L_max)
+        a = solve(s, "uldl-optimal", L_max=L_max, exhaustive_max=0)  # the heuristic and the branch-and-bound
         G, ub, gap = a.goodput_tokens_per_s, a.info["upper_bound"], a.info["gap"]
         where = f"seed {seed}, cell {i}: K={K}, L_max={L_max}"
         assert G <= opt * (1 + TOL), where
@@ -48,6 +48,27 @@ def test_uldl_certificate_matches_joint_exhaustive():
         if gap <= 1e-6:
             assert G >= opt * (1 - 1e-6), where
         assert a.info["heuristic_goodput"] <= G * (1 + 1e-12), where
+
+
+def test_tiny_cells_are_enumerated():
+    """Up to EXHAUSTIVE_MAX_VECTORS distinct (mode, length) pairs, (2 L_max + 1)^K, uldl-optimal evaluates
+    every pair (fresh random cells, default parameters): the joint optimum, gap 0, search "exhaustive"."""
+    from spinlib.control.search import EXHAUSTIVE_MAX_VECTORS
+
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    for i in range(4):
+        K, L_max = (2, 3, 2, 4)[i], (16, 8, 4, 4)[i]
+        s = random_uldl_scenario(K, np.random.default_rng(int(rng.integers(1 << 31))))
+        a = solve(s, "uldl-optimal", L_max=L_max)
+        where = f"seed {seed}, cell {i}: K={K}, L_max={L_max}"
+        small = (2 * L_max + 1) ** K <= EXHAUSTIVE_MAX_VECTORS
+        assert a.info["search"] == ("exhaustive" if small else "branch-and-bound"), where
+        if small:
+            G, L, ul = U.exhaustive_joint(s, L_max)
+            assert a.draft_lengths == tuple(int(x) for x in L), where
+            assert a.goodput_tokens_per_s == pytest.approx(G, rel=1e-12), where
+            assert a.info["gap"] == 0.0 and a.info["status"] == "optimal", where
 
 
 def test_uldl_node_bound_covers_every_vector_of_the_node():

@@ -105,7 +105,8 @@ def test_round_maximiser_equals_exhaustive_search():
         ref = rp.exhaustive_round(s, rates, u, w, price)
         tol = 1e-9 * max(abs(ref.value), price * rp.round_constant_s(s))
         for enum_max in (1, 64):
-            sol = rp.maximise_round(s, rates, u, w, price, enum_max=enum_max, batch=int(rng.integers(1, 64)))
+            sol = rp.maximise_round(s, rates, u, w, price, enum_max=enum_max, batch=int(rng.integers(1, 64)),
+                                    exhaustive_max=0)  # the branch-and-bound (by default these are enumerated)
             msg = f"entropy {entropy}, trial {trial}, enum_max {enum_max}: {sol} vs {ref}"
             assert sol.status == "optimal", msg
             assert sol.value >= ref.value - tol, msg
@@ -114,8 +115,12 @@ def test_round_maximiser_equals_exhaustive_search():
             assert float(J) == sol.value, msg
             assert sol.b.sum() <= s.radio.bandwidth_hz * (1 + 1e-12), msg
         # a node budget that binds still certifies a bound on the optimum
-        cut = rp.maximise_round(s, rates, u, w, price, enum_max=1, max_nodes=1)
+        cut = rp.maximise_round(s, rates, u, w, price, enum_max=1, max_nodes=1, exhaustive_max=0)
         assert cut.upper_bound >= ref.value - tol and cut.value <= ref.value + tol, msg
+        # the default enumerates these tiny rounds: the same optimum, certified with a zero gap
+        tiny = rp.maximise_round(s, rates, u, w, price)
+        assert tiny.status == "optimal" and tiny.nodes == 0 and tiny.upper_bound == tiny.value, msg
+        assert abs(tiny.value - ref.value) <= tol, msg
 
 
 # ---------------------------------------------------------------------------------------------

@@ -102,7 +102,8 @@ def test_incumbent_keeps_the_best_and_the_threshold_includes_the_gap():
     inc.offer(np.array([[0.5], [3.0], [2.0]]))
     assert inc.value == 3.0 and inc.x[0] == 3.0 and inc.threshold == 4.5
     info = Certificate(2.0, 0.5, "optimal", 7, 0.25).info_for(1.0, optimal_gap=1e-9)
-    assert info == {"upper_bound": 2.0, "gap": 0.5, "bnb_nodes": 7, "bnb_time_s": 0.25, "status": "gap_limit"}
+    assert info == {"upper_bound": 2.0, "gap": 0.5, "bnb_nodes": 7, "bnb_time_s": 0.25, "status": "gap_limit",
+                    "search": "branch-and-bound"}
     # a point above a stale bound: the bound is raised to it and the gap is 0
     assert Certificate(1.0, 0.0, "node_limit", 3, 0.1).info_for(1.5, 1e-9)["upper_bound"] == 1.5
     assert Certificate(1.0, 0.0, "optimal", 3, 0.1).info_for(1.0, 1e-9)["status"] == "optimal"
@@ -164,3 +165,24 @@ def test_gap_is_checked_in_one_line():
         with pytest.raises(ValidationError, match="gap"):
             check_gap(bad)
     assert best_first(prob, np.zeros(3, int), 0.0).value == 2.0
+
+
+def test_exhaustive_search_and_its_size_test(rng):
+    """``exhaustive`` returns the first best point of the space in any chunking, certified with gap 0;
+    ``few_vectors`` agrees with the exact power, including at the limit and for huge K."""
+    from spinlib.control.search import exhaustive, few_vectors, length_vectors
+
+    for _ in range(20):
+        K, L_max = int(rng.integers(1, 4)), int(rng.integers(1, 6))
+        X = length_vectors(K, L_max)
+        assert X.shape == ((L_max + 1) ** K, K) and len({tuple(r) for r in X}) == len(X)
+        w = rng.normal(size=K)
+        value = lambda A: np.round(A @ w, 1)  # ties on purpose
+        v = value(X)
+        res = exhaustive(value, X, chunk=int(rng.integers(1, 50)))
+        assert res.value == v.max() and tuple(res.x) == tuple(X[int(np.argmax(v))])
+        c = res.certificate
+        assert (c.upper_bound, c.gap, c.status, c.nodes, c.method) == (v.max(), 0.0, "optimal", 0, "exhaustive")
+        n = (L_max + 1) ** K
+        assert few_vectors(K, L_max, n) and not few_vectors(K, L_max, n - 1)
+    assert not few_vectors(100_000, 16, 5_000) and few_vectors(0, 16, 1)

@@ -85,6 +85,7 @@ from ..channel import RateModel
 from ..rounds import sync_goodput, sync_round_time
 from ..scenario import Scenario
 from .bandwidth import accurate_rate_derivative, min_makespan_bandwidth, required_bandwidth
+from .lagrangian import minimise_budget_dual
 from .search import Incumbent, SearchResult, best_first
 
 SAFETY = 1e-12  # relative slack against rounding in the rate inversion (see module docstring)
@@ -132,7 +133,6 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
     t1 = scenario.server.t1_s_per_token
     c0 = float(sync_round_time(scenario, 0.0, 0.0))
     Ls = np.arange(P)
-    rows = np.arange(M)[:, None]
     cols = np.arange(K)[None, :]
     Dl = np.asarray(D_lo, dtype=float)
     Dh = np.asarray(D_hi, dtype=float)
@@ -164,27 +164,11 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
         costs.append(cost + s * (Dh - Dl)[:, None, None])
     else:  # the one-end relaxation: needs at D_hi with the makespan of D_lo
         den0 = [den0[1]]
-    n_end = len(costs)
     den_min = den0[-1] + t1 * lo2.sum(axis=1)
     den_max = den0[0] + t1 * hi2.sum(axis=1)
     Nt = table.T[None]  # [1, P, K]
-
-    def choose(val, mu):
-        """Phi(theta, mu) = max over the ends, its slope B - used and the choice of the larger end."""
-        out = None
-        for e in range(n_end):
-            score = val - mu[:, None, None] * costs[e]  # val is -inf outside the box, costs 0
-            idx = np.argmax(score, axis=1)  # [M, K]
-            phi = score[rows, idx, cols].sum(axis=1) + mu * B - theta * den0[e]
-            used = costs[e][rows, idx, cols].sum(axis=1)
-            if out is None:
-                out = [idx, phi, used, np.full(M, e)]
-            else:
-                # the larger end; at a tie the one of the larger slope (the right derivative of the max)
-                take = (phi > out[1]) | ((phi == out[1]) & (used < out[2]))
-                out = [np.where(take[:, None], idx, out[0]), np.where(take, phi, out[1]),
-                       np.where(take, used, out[2]), np.where(take, e, out[3])]
-        return out
+    costs = np.stack(costs)  # [E, M, P, K]
+    const_per_theta = -np.stack(den0)  # [E, M]: the ends' constant terms are -theta den0
 
     theta = np.broadcast_to(np.asarray(theta0, dtype=float), (M,)).copy()
     upper = np.full(M, np.inf)
@@ -192,73 +176,16 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
     x_over = lo2.copy()
     for _ in range(n_dinkelbach):
         val = np.where(inbox, Nt - theta[:, None, None] * t1 * Ls[None, :, None], -np.inf)  # [M, P, K]
-        zero = np.zeros(M)
-        idx0, phi0, used0, end0 = choose(val, zero)
-        done = used0 <= B
-        # mu above every positive exchange rate at both ends: everyone takes its cheapest length
-        v_min = val[rows, lo2, cols]
-        mu_hi = np.zeros(M)
-        for e in range(n_end):
-            ce_min = costs[e][rows, lo2, cols]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = (val - v_min[:, None, :]) / (costs[e] - ce_min[:, None, :])
-            ratio = np.where(inbox & (costs[e] > ce_min[:, None, :]), ratio, 0.0)
-            mu_hi = np.maximum(mu_hi, ratio.max(axis=(1, 2)))
-        mu_hi = mu_hi * (1 + 1e-9) + 1e-300
-        idx_hi, phi_hi, used_hi, _ = choose(val, mu_hi)
-        # beyond mu_hi every end is linear in mu; if the larger end still descends there (its cheapest
-        # needs exceed B at D_lo), move to where the ends cross (the D_hi end never descends: base <= B)
-        for _ in range(2):
-            desc = ~done & ok & (used_hi > B)
-            if not desc.any():
-                break
-            lin = [None] * n_end
-            for e in range(n_end):
-                ce = costs[e][rows, lo2, cols].sum(axis=1)
-                lin[e] = (v_min.sum(axis=1) - mu_hi * ce + mu_hi * B - theta * den0[e], B - ce)
-            # crossing of the descending end with the D_hi end (slope >= 0)
-            (p0, s0), (p1, s1) = lin[0], lin[-1]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                step = (p1 - p0) / (s0 - s1)
-            step = np.where(np.isfinite(step) & (step > 0), step, 0.0)
-            mu_hi = np.where(desc, (mu_hi + step) * (1 + 1e-12) + 1e-300, mu_hi)
-            idx_hi, phi_hi, used_hi, _ = choose(val, mu_hi)
-        mu_lo, phi_lo, used_lo, idx_lo = zero, phi0, used0, idx0
-        phi_best = np.where(done, phi0, np.minimum(phi0, phi_hi))
-        live = ~done & ok & (used_hi <= B)
-        for _ in range(n_mu):
-            if not live.any():
-                break
-            s_lo, s_hi = B - used_lo, B - used_hi  # slopes (< 0 and >= 0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                mu_x = (phi_hi - phi_lo + s_lo * mu_lo - s_hi * mu_hi) / (s_lo - s_hi)
-            bad = ~np.isfinite(mu_x) | (mu_x <= mu_lo) | (mu_x >= mu_hi)
-            mu_x = np.where(bad, 0.5 * (mu_lo + mu_hi), mu_x)
-            line = phi_lo + s_lo * (mu_x - mu_lo)
-            idx_x, phi_x, used_x, _ = choose(val, mu_x)
-            phi_best = np.where(live, np.minimum(phi_best, phi_x), phi_best)
-            vertex = phi_x <= line + 1e-13 * (np.abs(line) + theta * den0[0])
-            over = used_x > B
-            upd_lo = live & over & ~vertex
-            upd_hi = live & ~over & ~vertex
-            mu_lo = np.where(upd_lo, mu_x, mu_lo)
-            phi_lo = np.where(upd_lo, phi_x, phi_lo)
-            used_lo = np.where(upd_lo, used_x, used_lo)
-            idx_lo = np.where(upd_lo[:, None], idx_x, idx_lo)
-            mu_hi = np.where(upd_hi, mu_x, mu_hi)
-            phi_hi = np.where(upd_hi, phi_x, phi_hi)
-            used_hi = np.where(upd_hi, used_x, used_hi)
-            idx_hi = np.where(upd_hi[:, None], idx_x, idx_hi)
-            # the tangents' crossing is a lower bound on min Phi: stop where phi_best is that close
-            near = phi_best - line <= mu_tol * (np.abs(phi_best) + theta * den0[0])
-            live &= ~vertex & ~near & ((mu_hi - mu_lo) > 1e-14 * mu_hi)
+        dual = minimise_budget_dual(np.broadcast_to(val, costs.shape), costs, B, theta * const_per_theta, lo2, ok,
+                                    n_mu=n_mu, mu_tol=mu_tol)
+        phi_best = dual.phi
         bound = np.where(phi_best >= 0, theta + phi_best / den_min, theta + phi_best / den_max)
         upper = np.minimum(upper, bound)
-        x_feas = np.where(done[:, None], idx0, idx_hi)
-        x_over = np.where(done[:, None], idx0, idx_lo)
+        x_feas, x_over = dual.x_under, dual.x_over
         # Dinkelbach: the ratio of the knapsack-LP point mixing the two choices on the budget
+        used_hi, used_lo = dual.used_under, dual.used_over
         with np.errstate(divide="ignore", invalid="ignore"):
-            lam = np.where(done, 0.0, np.clip((B - used_hi) / (used_lo - used_hi), 0.0, 1.0))
+            lam = np.where(dual.done, 0.0, np.clip((B - used_hi) / (used_lo - used_hi), 0.0, 1.0))
         num = lam * table[cols, x_over].sum(axis=1) + (1 - lam) * table[cols, x_feas].sum(axis=1)
         den = den0[-1] + t1 * (lam * x_over.sum(axis=1) + (1 - lam) * x_feas.sum(axis=1))
         new_theta = num / den

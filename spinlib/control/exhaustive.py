@@ -6,8 +6,6 @@ mixed-integer problem. The cost grows as ``(L_max+1)^K``: for tests on small ins
 """
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 from ..acceptance import tokens_table
@@ -17,14 +15,15 @@ from ..scenario import Scenario
 from ..validation import ValidationError, check_int_range, count_text
 from .heterogeneous import evaluate_async_lengths, evaluate_sync_lengths
 from .registry import register_policy
+from .search import length_vectors
 
 MAX_VECTORS = 2_000_000
 _CHUNK = 20_000
 
 
 def all_length_vectors(K: int, L_max: int) -> np.ndarray:
-    """``[(L_max+1)^K, K]`` array of every draft-length vector."""
-    return np.array(list(itertools.product(range(L_max + 1), repeat=K)), dtype=int)
+    """``[(L_max+1)^K, K]`` array of every draft-length vector (:func:`.search.length_vectors`)."""
+    return length_vectors(K, L_max)
 
 
 def solve_exhaustive(scenario: Scenario, L_max: int = 8, round_model: str = "sync",

@@ -73,7 +73,7 @@ from .bandwidth import (
 )
 from .branch_and_bound import branch_and_bound_sync
 from .branch_and_bound_async import branch_and_bound_async
-from .search import check_gap
+from .search import EXHAUSTIVE_MAX_VECTORS, check_gap, exhaustive, few_vectors, length_vectors
 from .homogeneous import solve_homogeneous
 from .registry import register_policy
 
@@ -233,7 +233,8 @@ def _polish(polish: bool | None, K: int) -> bool:
 
 def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateModel | None = None,
                              polish: bool | None = None, gap: float = 1e-9,
-                             time_limit_s: float = 10.0, max_nodes: int | None = None) -> Allocation:
+                             time_limit_s: float = 10.0, max_nodes: int | None = None,
+                             exhaustive_max: int = EXHAUSTIVE_MAX_VECTORS) -> Allocation:
     """Per-user draft lengths and bandwidth for one synchronous ragged batch (model A), with a
     certified optimality gap.
 
@@ -242,7 +243,8 @@ def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateMod
     :func:`spinlib.control.branch_and_bound.branch_and_bound_sync`, which improves it and proves a
     bound on the optimum, within a node budget (:func:`node_budget`; a short certifying run above
     :data:`BNB_FULL_USERS` users) and the wall-clock safety limit ``time_limit_s``, and reports the
-    gap it certified.
+    gap it certified. Up to ``exhaustive_max`` length vectors (``(L_max+1)^K``) every vector is
+    evaluated instead (:func:`spinlib.control.search.exhaustive`: cheaper there, gap 0).
 
     Parameters
     ----------
@@ -256,19 +258,26 @@ def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateMod
         Wall-clock safety limit of the branch-and-bound [s] (>= 0; 0 computes no bound beyond the seeds).
     max_nodes : int, optional
         Node budget of the branch-and-bound (>= 1; default :func:`node_budget` of K).
+    exhaustive_max : int
+        Evaluate every length vector when there are at most this many (>= 0; 0: always branch).
 
     Returns
     -------
     Allocation
         ``info``: ``upper_bound`` [token/s] >= the optimum, ``gap = (upper_bound - goodput) /
         upper_bound``, ``status`` ("optimal": gap <= :data:`OPTIMAL_GAP`; "gap_limit": stopped at a looser requested ``gap``; "node_limit" / "time_limit": stopped by the node budget / the clock),
-        ``bnb_nodes``, ``bnb_time_s``, ``makespan_s``, ``local_search_sweeps``, ``homogeneous_goodput``.
+        ``search`` ("branch-and-bound" or "exhaustive"), ``bnb_nodes``, ``bnb_time_s``, ``makespan_s``,
+        ``local_search_sweeps``, ``homogeneous_goodput``.
     """
     gap = check_gap(gap)
     time_limit_s = check_nonnegative("time_limit_s", time_limit_s)
     nodes = node_budget(scenario.num_users) if max_nodes is None else check_int_range("max_nodes", max_nodes, 1, 10**9)
+    exhaustive_max = check_int_range("exhaustive_max", exhaustive_max, 0, 10**7)
     t_start = time.perf_counter()
     rates, K, table, hom = _prepare(scenario, L_max, rates)
+    if few_vectors(K, L_max, exhaustive_max):
+        res = exhaustive(lambda X: evaluate_sync_lengths(scenario, X, table, rates)[0], length_vectors(K, L_max))
+        return _sync_allocation(scenario, rates, table, res, 0, hom)
     big = K > BNB_FULL_USERS
     pool = [np.array(hom.draft_lengths), np.zeros(K, dtype=int)]
     if not big:  # above, the branch-and-bound's root nodes offer the same Lagrangian candidates
@@ -287,11 +296,16 @@ def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateMod
     limit = max(0.0, time_limit_s - (time.perf_counter() - t_start))
     bnb = branch_and_bound_sync(scenario, rates, table, best_L, best_G, gap=gap, time_limit_s=limit,
                                 max_nodes=nodes, batch=8 if big else 64, n_root=4 if big else 16)
-    best_L = bnb.x
+    return _sync_allocation(scenario, rates, table, bnb, sweeps, hom)
+
+
+def _sync_allocation(scenario: Scenario, rates: RateModel, table, res, sweeps: int, hom) -> Allocation:
+    """The allocation of a certified search's lengths ``res.x`` with their minimal-makespan split."""
+    best_L = res.x
     D, b = min_makespan_bandwidth(scenario, best_L, rates)
     G = float(sync_goodput(scenario, best_L, _tokens_of(table, best_L), D))
     info = {"makespan_s": float(D), "local_search_sweeps": sweeps, "homogeneous_goodput": hom.goodput_tokens_per_s,
-            **bnb.certificate.info_for(G, OPTIMAL_GAP)}
+            **res.certificate.info_for(G, OPTIMAL_GAP)}
     return Allocation(tuple(int(x) for x in best_L), tuple(b.tolist()), "sync", "heterogeneous-sync", G, info)
 
 
@@ -331,7 +345,8 @@ def async_lagrangian(scenario: Scenario, table, L_max: int, rates, iters: int = 
 
 def solve_heterogeneous_async(scenario: Scenario, L_max: int = 16, rates: RateModel | None = None,
                               polish: bool | None = None, gap: float = 1e-9,
-                              time_limit_s: float = 10.0, max_nodes: int | None = None) -> Allocation:
+                              time_limit_s: float = 10.0, max_nodes: int | None = None,
+                              exhaustive_max: int = EXHAUSTIVE_MAX_VECTORS) -> Allocation:
     """Per-user draft lengths and bandwidth for asynchronous per-user rounds (model B), with a
     certified optimality gap.
 
@@ -341,6 +356,7 @@ def solve_heterogeneous_async(scenario: Scenario, L_max: int = 16, rates: RateMo
     :func:`spinlib.control.branch_and_bound_async.branch_and_bound_async`, which improves it and
     proves a bound on the optimum, within a node budget (:func:`node_budget`; the root bound is
     always computed) and the wall-clock safety limit ``time_limit_s``, and reports the gap it certified.
+    Up to ``exhaustive_max`` length vectors every vector is evaluated instead (gap 0).
 
     Parameters
     ----------
@@ -354,19 +370,26 @@ def solve_heterogeneous_async(scenario: Scenario, L_max: int = 16, rates: RateMo
         Wall-clock safety limit of the branch-and-bound [s] (>= 0; 0 bounds the root only).
     max_nodes : int, optional
         Node budget of the branch-and-bound (>= 1; default :func:`node_budget` of K).
+    exhaustive_max : int
+        Evaluate every length vector when there are at most this many (>= 0; 0: always branch).
 
     Returns
     -------
     Allocation
         ``info``: ``upper_bound`` [token/s] >= the optimum, ``gap = (upper_bound - goodput) /
         upper_bound``, ``status`` ("optimal": gap <= :data:`OPTIMAL_GAP`; "gap_limit": stopped at a looser requested ``gap``; "node_limit" / "time_limit": stopped by the node budget / the clock),
-        ``bnb_nodes``, ``bnb_time_s``, ``local_search_sweeps``, ``server_utilisation``.
+        ``search`` ("branch-and-bound" or "exhaustive"), ``bnb_nodes``, ``bnb_time_s``,
+        ``local_search_sweeps``, ``server_utilisation``.
     """
     gap = check_gap(gap)
     time_limit_s = check_nonnegative("time_limit_s", time_limit_s)
     nodes = node_budget(scenario.num_users) if max_nodes is None else check_int_range("max_nodes", max_nodes, 1, 10**9)
+    exhaustive_max = check_int_range("exhaustive_max", exhaustive_max, 0, 10**7)
     t_start = time.perf_counter()
     rates, K, table, hom = _prepare(scenario, L_max, rates)
+    if few_vectors(K, L_max, exhaustive_max):
+        res = exhaustive(lambda X: evaluate_async_lengths(scenario, X, table, rates)[0], length_vectors(K, L_max))
+        return _async_allocation(scenario, rates, table, res, 0, hom)
     L_feas, L_over = async_lagrangian(scenario, table, L_max, rates)
     # the multiplier brackets the budget: the under- and over-budget choices, and every
     # mixture switching one user between them, are the natural candidates
@@ -385,33 +408,43 @@ def solve_heterogeneous_async(scenario: Scenario, L_max: int = 16, rates: RateMo
     limit = max(0.0, time_limit_s - (time.perf_counter() - t_start))
     bnb = branch_and_bound_async(scenario, rates, table, best_L, best_G, gap=gap, time_limit_s=limit,
                                  max_nodes=nodes, batch=8 if big else 64)
-    best_L = bnb.x
+    return _async_allocation(scenario, rates, table, bnb, sweeps, hom)
+
+
+def _async_allocation(scenario: Scenario, rates: RateModel, table, res, sweeps: int, hom) -> Allocation:
+    """The allocation of a certified search's lengths ``res.x`` with their optimal bandwidth."""
+    best_L = res.x
     b, G = async_optimal_bandwidth(scenario, best_L, _tokens_of(table, best_L), rates)
     G = float(G)
     alloc = Allocation(tuple(int(x) for x in best_L), tuple(b.tolist()), "async", "heterogeneous-async", G)
     info = {"local_search_sweeps": sweeps, "server_utilisation": evaluate(scenario, alloc).server_utilisation,
-            "homogeneous_goodput": hom.goodput_tokens_per_s, **bnb.certificate.info_for(G, OPTIMAL_GAP)}
+            "homogeneous_goodput": hom.goodput_tokens_per_s, **res.certificate.info_for(G, OPTIMAL_GAP)}
     return dataclasses.replace(alloc, info=info)
 
 
 @register_policy("heterogeneous-sync", "per-user draft lengths + optimal bandwidth, one synchronous ragged batch "
                  "(model A)", family="paper1")
 def heterogeneous_sync(scenario: Scenario, L_max: int = 16, gap: float = 1e-9, time_limit_s: float = 10.0,
-                       max_nodes: int | None = None) -> Allocation:
+                       max_nodes: int | None = None, exhaustive_max: int = EXHAUSTIVE_MAX_VECTORS) -> Allocation:
     """Policy ``heterogeneous-sync``: :func:`solve_heterogeneous_sync` (``gap``: relative optimality
     tolerance; ``max_nodes``: branch-and-bound node budget, default :func:`node_budget`;
-    ``time_limit_s``: wall-clock safety limit [s])."""
-    return solve_heterogeneous_sync(scenario, L_max, gap=gap, time_limit_s=time_limit_s, max_nodes=max_nodes)
+    ``time_limit_s``: wall-clock safety limit [s]; ``exhaustive_max``: enumerate up to this many
+    length vectors, 0 always branches)."""
+    return solve_heterogeneous_sync(scenario, L_max, gap=gap, time_limit_s=time_limit_s, max_nodes=max_nodes,
+                                    exhaustive_max=exhaustive_max)
 
 
 @register_policy("heterogeneous-async", "per-user draft lengths + optimal bandwidth, asynchronous rounds (model B)",
                  family="paper1")
 def heterogeneous_async(scenario: Scenario, L_max: int = 16, gap: float = 1e-9,
-                        time_limit_s: float = 10.0, max_nodes: int | None = None) -> Allocation:
+                        time_limit_s: float = 10.0, max_nodes: int | None = None,
+                        exhaustive_max: int = EXHAUSTIVE_MAX_VECTORS) -> Allocation:
     """Policy ``heterogeneous-async``: :func:`solve_heterogeneous_async` (``gap``: relative optimality
     tolerance; ``max_nodes``: branch-and-bound node budget, default :func:`node_budget`;
-    ``time_limit_s``: wall-clock safety limit [s])."""
-    return solve_heterogeneous_async(scenario, L_max, gap=gap, time_limit_s=time_limit_s, max_nodes=max_nodes)
+    ``time_limit_s``: wall-clock safety limit [s]; ``exhaustive_max``: enumerate up to this many
+    length vectors, 0 always branches)."""
+    return solve_heterogeneous_async(scenario, L_max, gap=gap, time_limit_s=time_limit_s, max_nodes=max_nodes,
+                                     exhaustive_max=exhaustive_max)
 
 
 __all__ = [

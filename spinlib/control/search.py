@@ -18,12 +18,18 @@ node)`` is a valid bound on the optimum whenever the problem's bounds are valid 
 the search space lies in a node that was enumerated, discarded with its bound, or is still open --
 the one invariant each problem's docstring argues.
 
+Where the search space is small, evaluating every point is cheaper than setting the tree up:
+:func:`exhaustive` evaluates all of them (in chunks) and certifies the best with a zero gap. The
+solvers dispatch to it up to :data:`EXHAUSTIVE_MAX_VECTORS` length vectors (the crossover measured in
+``benchmarks/certified_scaling.py``, tiny-K rows); ``Certificate.method`` says which search ran.
+
 ``Certificate.status`` follows a MIP solver's convention: "optimal" only when the achieved relative
 gap is within the solver's optimality tolerance, "gap_limit" when every node closed at a looser
 requested tolerance, "node_limit" / "time_limit" when a budget stopped the search.
 """
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
@@ -62,8 +68,9 @@ class Certificate:
     upper_bound : a valid upper bound on the optimum (same unit as the objective).
     gap : ``(upper_bound - value) / upper_bound`` of the returned point.
     status : "optimal", "gap_limit", "node_limit" or "time_limit" (module docstring).
-    nodes : nodes bounded.
+    nodes : nodes bounded (0 for an exhaustive search).
     time_s : wall-clock time of the search [s].
+    method : "branch-and-bound" or "exhaustive" (every point evaluated).
     """
 
     upper_bound: float
@@ -71,15 +78,17 @@ class Certificate:
     status: str
     nodes: int
     time_s: float
+    method: str = "branch-and-bound"
 
     def info_for(self, value: float, optimal_gap: float) -> dict:
         """The ``info`` keys every certified allocation reports for its point of exact ``value``: the
         bound (never below the value), the relative gap, the nodes, the time and the status
-        (:func:`certified_status` against the solver's optimality tolerance ``optimal_gap``)."""
+        (:func:`certified_status` against the solver's optimality tolerance ``optimal_gap``) and the
+        search that ran (``"search"``: :attr:`method`)."""
         ub = max(self.upper_bound, value)
         gap = relative_gap(value, ub)
         return {"upper_bound": ub, "gap": gap, "bnb_nodes": self.nodes, "bnb_time_s": self.time_s,
-                "status": certified_status(self.status, gap, optimal_gap)}
+                "status": certified_status(self.status, gap, optimal_gap), "search": self.method}
 
 
 @dataclass(frozen=True)
@@ -231,5 +240,44 @@ def best_first(problem: NodeSearch, x0, value0: float, *, gap: float = 1e-9, tim
     return SearchResult(inc.x, inc.value, cert)
 
 
-__all__ = ["Certificate", "SearchResult", "Incumbent", "NodeSearch", "best_first", "check_gap",
+EXHAUSTIVE_MAX_VECTORS = 5_000
+"""Largest search space (length vectors) the certified solvers enumerate instead of branching: at
+K = 2 or 3 users every vector costs about 10 us to evaluate, a branch-and-bound 40-80 ms to set up
+(``benchmarks/certified_scaling.py`` records both, side by side)."""
+
+
+def few_vectors(K: int, L_max: int, limit: int) -> bool:
+    """``(L_max+1)^K <= limit`` without forming the power (K can be 100,000)."""
+    n = 1
+    for _ in range(int(K)):
+        n *= L_max + 1
+        if n > limit:
+            return False
+    return True
+
+
+def length_vectors(K: int, L_max: int) -> np.ndarray:
+    """``[(L_max+1)^K, K]``: every draft-length vector, in lexicographic order."""
+    return np.array(list(itertools.product(range(L_max + 1), repeat=K)), dtype=int).reshape(-1, K)
+
+
+def exhaustive(evaluate: Callable[[np.ndarray], np.ndarray], points: np.ndarray, chunk: int = 20_000) -> SearchResult:
+    """The best of ``points`` [n, ...] by their exact values (``evaluate``, in chunks): the optimum of the
+    space they cover, certified with a zero gap (``upper_bound = value``, status "optimal", method
+    "exhaustive"). The first of equal values wins."""
+    t_start = time.perf_counter()
+    best_x, best_v = None, -np.inf
+    for start in range(0, len(points), chunk):
+        X = points[start:start + chunk]
+        v = np.asarray(evaluate(X), dtype=float).reshape(-1)
+        i = int(np.argmax(v))
+        if best_x is None or v[i] > best_v:
+            best_x, best_v = X[i].copy(), float(v[i])
+    if best_x is None:
+        raise ValueError("exhaustive search over no points")
+    cert = Certificate(best_v, 0.0, "optimal", 0, time.perf_counter() - t_start, "exhaustive")
+    return SearchResult(best_x, best_v, cert)
+
+
+__all__ = ["EXHAUSTIVE_MAX_VECTORS", "few_vectors", "length_vectors", "exhaustive", "Certificate", "SearchResult", "Incumbent", "NodeSearch", "best_first", "check_gap",
            "certified_status", "relative_gap"]

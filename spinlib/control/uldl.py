@@ -51,7 +51,7 @@ from ..rounds import Allocation, sync_goodput
 from ..scenario import Scenario
 from ..validation import ValidationError, check_int_range, check_nonnegative, count_text
 from .bandwidth import min_makespan_bandwidth, required_bandwidth
-from .search import check_gap
+from .search import EXHAUSTIVE_MAX_VECTORS, Certificate, check_gap, few_vectors
 from .branch_and_bound_uldl import branch_and_bound_uldl
 from .power import min_max_downlink_power, required_power
 from .registry import register_policy
@@ -380,8 +380,12 @@ def solve_uldl_fixed_length(scenario: Scenario, draft_length: int = 4, exact_max
                  "+ branch-and-bound certificate (upper_bound, gap in info)", family="paper2", max_users=1000)
 def solve_uldl_optimal(scenario: Scenario, L_max: int = 16, exact_max_users: int = 16,
                        per_m_max_users: int = 16, max_rounds: int = 8, gap: float = 1e-6,
-                       time_limit_s: float = 30.0, max_nodes: int = 1000) -> Allocation:
+                       time_limit_s: float = 30.0, max_nodes: int = 1000,
+                       exhaustive_max: int = EXHAUSTIVE_MAX_VECTORS) -> Allocation:
     """Adaptive mode selection: the top-m structure with greedy lengths, then alternation.
+
+    0. Up to ``exhaustive_max`` distinct (mode, length) pairs, ``(2 L_max + 1)^K``, every pair is
+       evaluated instead (:func:`exhaustive_joint`; ``info["search"] = "exhaustive"``, gap 0).
 
     1. Greedy lengths for all-DL and for all-UL, each also started from paper 1's
        heterogeneous-sync lengths (optimal for all-UL, whose round is paper 1's): the result is
@@ -421,9 +425,15 @@ def solve_uldl_optimal(scenario: Scenario, L_max: int = 16, exact_max_users: int
     gap = check_gap(gap)
     time_limit_s = check_nonnegative("time_limit_s", time_limit_s)
     check_int_range("max_nodes", max_nodes, 0, 10**9)
+    exhaustive_max = check_int_range("exhaustive_max", exhaustive_max, 0, 10**7)
     t = time.perf_counter()
     prob = Problem(scenario, L_max)
     K = prob.K
+    if few_vectors(K, 2 * L_max, exhaustive_max):
+        G, L, ul = exhaustive_joint(scenario, L_max, prob=prob)
+        cert = Certificate(G, 0.0, "optimal", 0, time.perf_counter() - t, "exhaustive")
+        return _allocation(prob, L, ul, "uldl-optimal", solve_time_s=time.perf_counter() - t, m_ul=int(ul.sum()),
+                           **cert.info_for(G, OPTIMAL_GAP))
     ends = np.array([np.zeros(K, bool), np.ones(K, bool)])
     # paper 1's lengths are optimal for all-UL (its round is ours with every device in UL)
     h = solve_heterogeneous_sync(scenario, L_max)

@@ -43,7 +43,8 @@ import numpy as np
 from ..channel import RateModel
 from ..control.bandwidth import min_makespan_bandwidth, required_bandwidth
 from ..control.branch_and_bound import SAFETY, enumerate_boxes
-from ..control.search import best_first
+from ..control.lagrangian import minimise_budget_dual
+from ..control.search import EXHAUSTIVE_MAX_VECTORS, best_first, exhaustive, few_vectors, length_vectors
 from ..rounds import sync_round_time
 from ..scenario import Scenario
 from ..validation import ValidationError
@@ -124,7 +125,8 @@ class RoundSolution:
 
 
 def exhaustive_round(scenario: Scenario, rates: RateModel, u, w, price: float) -> RoundSolution:
-    """The reference: ``J`` of all ``(L_max + 1)^K`` vectors (small K only, tests)."""
+    """The reference: ``J`` of all ``(L_max + 1)^K`` vectors (small K only, tests), written apart from
+    :func:`spinlib.control.search.exhaustive`."""
     K, P = np.shape(u)
     grid = np.stack(np.meshgrid(*[np.arange(P)] * K, indexing="ij"), axis=-1).reshape(-1, K)
     J, D, b = round_objective(scenario, rates, u, w, price, grid)
@@ -142,8 +144,6 @@ def _node_bounds(u, w, price, c0, rates, tau, S, B, Dl, Dh, lo, hi, n_mu: int = 
     K, P = u.shape
     M = len(Dl)
     Ls = np.arange(P)
-    rows = np.arange(M)[:, None]
-    cols = np.arange(K)[None, :]
     L3 = Ls[None, :, None]
     cost = required_bandwidth(rates, S, L3, tau[None, None, :], Dh[:, None, None])
     # tangent of the convex, decreasing need at D_hi: b_k(L, D) >= b_k(L, D_hi) + |db/dD| (D_hi - D)
@@ -169,60 +169,10 @@ def _node_bounds(u, w, price, c0, rates, tau, S, B, Dl, Dh, lo, hi, n_mu: int = 
     cost2 = np.where(inbox, np.stack([cost + slope * (Dh - Dl_s)[:, None, None], cost]), 0.0)  # [2, M, P, K]
     val2 = u.T[None, None] - (L3 > 0)[None] * (w[None, None, :] * ends[:, :, None])[:, :, None, :]
     const2 = -price * (ends + c0)  # [2, M]
-    inbox2 = np.broadcast_to(inbox, cost2.shape)
-    rows2 = np.arange(2)[:, None, None], np.arange(M)[None, :, None]
-    cols2 = np.arange(K)[None, None, :]
-
-    def choose(mu):
-        """Phi(mu) = max over the two ends; the choice and the need at the maximising end."""
-        score = np.where(inbox2, val2 - mu[None, :, None, None] * cost2, -np.inf)
-        idx = np.argmax(score, axis=2)  # [2, M, K]
-        phi = score[rows2[0], rows2[1], idx, cols2].sum(axis=2) + mu[None] * B + const2
-        used = cost2[rows2[0], rows2[1], idx, cols2].sum(axis=2)
-        e = np.argmax(phi, axis=0)
-        m = np.arange(M)
-        return idx[e, m], phi[e, m], used[e, m]
-
-    zero = np.zeros(M)
-    idx0, phi0, used0 = choose(zero)
-    done = used0 <= B  # the budget does not bind: mu = 0 is the minimiser (slope B - used >= 0)
-    v_min = val2[:, rows, lo2, cols]  # [2, M, K]
-    c_lo = cost2[:, rows, lo2, cols]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = (val2 - v_min[:, :, None, :]) / (cost2 - c_lo[:, :, None, :])
-    ratio = np.where(inbox2 & (cost2 > c_lo[:, :, None, :]), ratio, 0.0)
-    mu_hi = np.maximum(ratio.max(axis=(0, 2, 3)), 0.0) * (1 + 1e-9) + 1e-300  # everyone at its cheapest length
-    idx_hi, phi_hi, used_hi = choose(mu_hi)
-    phi_best = np.where(done, phi0, np.minimum(phi0, phi_hi))
-    mu_lo, phi_lo, used_lo, idx_lo = zero, phi0, used0, idx0
-    live = ~done & ok
-    for _ in range(n_mu):  # intersection of tangents of the convex piecewise-linear dual
-        if not live.any():
-            break
-        s_lo, s_hi = B - used_lo, B - used_hi
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mu_x = (phi_hi - phi_lo + s_lo * mu_lo - s_hi * mu_hi) / (s_lo - s_hi)
-        bad = ~np.isfinite(mu_x) | (mu_x <= mu_lo) | (mu_x >= mu_hi)
-        mu_x = np.where(bad, 0.5 * (mu_lo + mu_hi), mu_x)
-        line = phi_lo + s_lo * (mu_x - mu_lo)
-        idx_x, phi_x, used_x = choose(mu_x)
-        phi_best = np.where(live, np.minimum(phi_best, phi_x), phi_best)
-        vertex = phi_x <= line + 1e-13 * (np.abs(line) + np.abs(const2).max(axis=0))
-        over = used_x > B
-        upd_lo = live & over & ~vertex
-        upd_hi = live & ~over & ~vertex
-        mu_lo = np.where(upd_lo, mu_x, mu_lo)
-        phi_lo = np.where(upd_lo, phi_x, phi_lo)
-        used_lo = np.where(upd_lo, used_x, used_lo)
-        idx_lo = np.where(upd_lo[:, None], idx_x, idx_lo)
-        mu_hi = np.where(upd_hi, mu_x, mu_hi)
-        phi_hi = np.where(upd_hi, phi_x, phi_hi)
-        used_hi = np.where(upd_hi, used_x, used_hi)
-        idx_hi = np.where(upd_hi[:, None], idx_x, idx_hi)
-        live &= ~vertex & ((mu_hi - mu_lo) > 1e-14 * mu_hi)
-    upper = np.where(ok, phi_best, -np.inf)
-    x_feas = np.where(done[:, None], idx0, idx_hi)
-    x_over = np.where(done[:, None], idx0, idx_lo)
+    val2 = np.where(inbox[None], val2, -np.inf)
+    dual = minimise_budget_dual(val2, cost2, B, const2, lo2, ok, n_mu=n_mu)
+    upper = np.where(ok, dual.phi, -np.inf)
+    x_feas, x_over = dual.x_under, dual.x_over
     diff = x_over != x_feas
     frac = np.where(diff.any(axis=1), np.argmax(diff, axis=1), -1)
     return upper, x_feas, frac, lo2, hi2
@@ -230,7 +180,7 @@ def _node_bounds(u, w, price, c0, rates, tau, S, B, Dl, Dh, lo, hi, n_mu: int = 
 
 def maximise_round(scenario: Scenario, rates: RateModel, u, w, price: float, *, seeds=(), gap: float = 1e-9,
                    max_nodes: int | None = None, batch: int = 64, enum_max: int = 64,
-                   n_root: int = 8) -> RoundSolution:
+                   n_root: int = 8, exhaustive_max: int = EXHAUSTIVE_MAX_VECTORS) -> RoundSolution:
     """``max_{L in {0..L_max}^K} J(L)`` by branch-and-bound (module docstring).
 
     Parameters
@@ -253,6 +203,9 @@ def maximise_round(scenario: Scenario, rates: RateModel, u, w, price: float, *, 
     batch, enum_max, n_root : int
         Nodes split per vectorised pass; boxes of at most ``enum_max`` vectors are enumerated;
         geometric makespan intervals of the root.
+    exhaustive_max : int
+        Up to this many length vectors (``(L_max+1)^K``) every one is evaluated instead of branching
+        (:func:`spinlib.control.search.exhaustive`; status "optimal", 0 nodes). 0: always branch.
 
     Returns
     -------
@@ -266,6 +219,10 @@ def maximise_round(scenario: Scenario, rates: RateModel, u, w, price: float, *, 
         raise ValidationError(f"price must be a finite number >= 0, got {price!r}")
     L_max = P - 1
     problem = _RoundSearch(scenario, rates, u, w, price, enum_max, n_root)
+    if few_vectors(K, L_max, exhaustive_max):
+        res = exhaustive(problem.evaluate, length_vectors(K, L_max))
+        D, b = min_makespan_bandwidth(scenario, res.x, rates)
+        return RoundSolution(np.asarray(res.x).copy(), np.asarray(b), float(D), res.value, res.value, "optimal", 0)
     pool = np.vstack([np.zeros((1, K), dtype=int)] + [np.asarray(s, dtype=int).reshape(1, K) for s in seeds])
     pool = np.clip(pool, 0, L_max)
     J = problem.evaluate(pool)

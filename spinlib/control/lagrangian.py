@@ -1,0 +1,205 @@
+"""The Lagrangian bound of a budgeted choice, minimised over its multiplier: the kernel of every node
+bound of the certified searches (model A's ratio, :mod:`.branch_and_bound`; the re-planners' per-round
+objective, :mod:`spinlib.online.round_problem`).
+
+For M nodes at once, each user k picks one length L from its box; a length is worth ``val[e, m, L, k]``
+and needs ``cost[e, m, L, k] >= 0`` of a budget ``B``, at each of E "ends" (the ends of a node's makespan
+interval). For every multiplier ``mu >= 0``::
+
+    Phi_m(mu) = max_e [ sum_k max_L ( val[e, m, L, k] - mu cost[e, m, L, k] ) + mu B + const[e, m] ]
+
+is an upper bound on ``max_e [ sum_k val + const ]`` over the choices that fit the budget at that end
+(the term ``mu (B - sum cost)`` is ``>= 0`` there). ``Phi`` is convex and piecewise linear in ``mu``; its
+right slope at ``mu`` is ``B - used(mu)`` with ``used`` the cost of the choice at the larger end (at a tie,
+the end of the larger slope). :func:`minimise_budget_dual` minimises it per node by the intersection of
+tangents (Kelley's cutting planes in one dimension, exact at a vertex); inside the bracket only the
+users whose choice differs between its two multipliers are evaluated (the others keep theirs exactly,
+:func:`_ends_between`), so the search costs a few dense passes however many steps it takes:
+
+* ``mu = 0``: if the choice fits (``used <= B``) the minimum is there (slope ``>= 0``), the node is
+  ``done``;
+* ``mu_hi`` above every exchange rate ``(val - val_lo) / (cost - cost_lo)`` of every end: everyone takes the
+  cheapest length of its box (``lo``); beyond it every end is a line, and if the larger one still
+  descends (its cheapest needs exceed B at that end), ``mu_hi`` moves to where it meets an ascending one;
+* between the bracket ``mu_lo`` (over budget) and ``mu_hi`` (under budget) the tangents' crossing is tried
+  next; the search stops at a vertex (the crossing is on ``Phi``: the minimum), when the best value found
+  is within ``mu_tol (|Phi| + s)`` of the tangents' lower bound on the minimum (``s = max_e |const[e]|``),
+  or after ``n_mu`` steps. Every ``Phi`` evaluated is a valid bound; the search only chooses a good one.
+
+The arrays are laid out ``[E, M, P, K]`` (``P = L_max + 1`` lengths, users last as the rate models take
+them); only the nodes still searching are evaluated at each step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class BudgetDual:
+    """What :func:`minimise_budget_dual` found for M nodes of K users.
+
+    phi : [M] the smallest ``Phi(mu)`` evaluated (a valid upper bound; nodes not ``ok``: undefined).
+    x_under : [M, K] the choice at the under-budget end of the bracket (``mu = 0`` when ``done``).
+    x_over : [M, K] the choice at the over-budget end (``mu = 0`` when ``done``).
+    used_under, used_over : [M] their costs at the larger end.
+    done : [M] the budget does not bind (the choice at ``mu = 0`` fits).
+    """
+
+    phi: np.ndarray
+    x_under: np.ndarray
+    x_over: np.ndarray
+    used_under: np.ndarray
+    used_over: np.ndarray
+    done: np.ndarray
+
+
+def _ends(val, cost, B: float, const, mu):
+    """Per end: the choice [E, m, K], ``Phi_e(mu)`` [E, m] and its cost [E, m], for the nodes of
+    ``val``/``cost`` [E, m, P, K], ``const`` [E, m], ``mu`` [m]."""
+    E, m, _, K = val.shape
+    score = val - mu[None, :, None, None] * cost  # val is -inf outside the box, cost 0 there
+    idx = np.argmax(score, axis=2)  # [E, m, K]
+    at = (np.arange(E)[:, None, None], np.arange(m)[None, :, None], idx, np.arange(K)[None, None, :])
+    return idx, score[at].sum(axis=-1) + mu[None] * B + const, cost[at].sum(axis=-1)
+
+
+def _ends_between(val, cost, B: float, const, mu, sel, idx_lo, idx_hi):
+    """:func:`_ends` for the nodes ``sel`` at ``mu`` inside their brackets, evaluating only the users whose
+    choice at an end differs between the bracket's two multipliers (``idx_lo``, ``idx_hi`` [E, M, K]).
+
+    A user whose choice ``L`` is the same at ``mu_lo`` and ``mu_hi`` keeps it in between, exactly: its
+    best value ``f(mu) = max_L (val - mu cost)`` is convex, so it lies below the chord through its two
+    ends, which is the line ``val_L - mu cost_L`` itself, and above that line by definition."""
+    E, _, _, K = val.shape
+    lo, hi = idx_lo[:, sel], idx_hi[:, sel]  # [E, s, K]
+    frozen = lo == hi
+    if frozen.mean() < 0.5:  # most users still move: the dense pass is cheaper
+        return _ends(val[:, sel], cost[:, sel], B, const[:, sel], mu)
+    n = len(sel)
+    e_ix, s_ix, k_ix = np.arange(E)[:, None, None], sel[None, :, None], np.arange(K)[None, None, :]
+    v_at = np.where(frozen, val[e_ix, s_ix, lo, k_ix], 0.0)
+    c_at = np.where(frozen, cost[e_ix, s_ix, lo, k_ix], 0.0)
+    ea, ja, ka = np.nonzero(~frozen)
+    rows_v = val[ea, sel[ja], :, ka]  # [n_active, P]
+    rows_c = cost[ea, sel[ja], :, ka]
+    score = rows_v - mu[ja, None] * rows_c
+    pick = np.argmax(score, axis=1)
+    r = np.arange(len(ea))
+    group = ea * n + ja
+    idx = lo.copy()
+    idx[ea, ja, ka] = pick
+    best = np.bincount(group, score[r, pick], minlength=E * n).reshape(E, n)
+    need = np.bincount(group, rows_c[r, pick], minlength=E * n).reshape(E, n)
+    phi = v_at.sum(axis=-1) - mu[None] * c_at.sum(axis=-1) + best + mu[None] * B + const[:, sel]
+    return idx, phi, c_at.sum(axis=-1) + need
+
+
+def _larger(idx, phi, used):
+    """The larger end's choice [m, K], ``Phi`` [m] and cost [m] (ties: the larger slope ``B - used``)."""
+    out_idx, out_phi, out_used = idx[0], phi[0], used[0]
+    for e in range(1, len(phi)):
+        take = (phi[e] > out_phi) | ((phi[e] == out_phi) & (used[e] < out_used))
+        out_idx = np.where(take[:, None], idx[e], out_idx)
+        out_phi = np.where(take, phi[e], out_phi)
+        out_used = np.where(take, used[e], out_used)
+    return out_idx, out_phi, out_used
+
+
+def minimise_budget_dual(val, cost, B: float, const, lo_idx, ok, *, n_mu: int = 40,
+                         mu_tol: float = 0.0) -> BudgetDual:
+    """``min_{mu >= 0} Phi(mu)`` per node by the intersection of tangents (module docstring).
+
+    Parameters
+    ----------
+    val : float array [E, M, P, K]
+        Worth of each length at each end; ``-inf`` outside the node's box.
+    cost : float array [E, M, P, K]
+        Its need of the budget (``>= 0``, finite; ``0`` outside the box).
+    B : float
+        The budget (same unit as ``cost``).
+    const : float array [E, M]
+        Constant term of each end.
+    lo_idx : int array [M, K]
+        The cheapest length of each user's box (its choice at a large ``mu``).
+    ok : bool array [M]
+        Nodes to search (the others are carried along and their outputs are meaningless).
+    n_mu : int
+        Steps of the tangent search after the bracket.
+    mu_tol : float
+        Relative stop (module docstring); 0 searches to a vertex or ``n_mu``.
+
+    Returns
+    -------
+    BudgetDual
+    """
+    E, M, P, K = val.shape
+    zero = np.zeros(M)
+    scale = np.abs(const).max(axis=0)  # [M]
+    ends0 = _ends(val, cost, B, const, zero)
+    idx0, phi0, used0 = _larger(*ends0)
+    done = used0 <= B
+    # a multiplier above every positive exchange rate of every end: everyone takes its cheapest length
+    lo3 = lo_idx[None, :, None, :]
+    v_min = np.take_along_axis(val, lo3, 2)  # [E, M, 1, K]
+    c_min = np.take_along_axis(cost, lo3, 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = (val - v_min) / (cost - c_min)
+    ratio = np.where(np.isfinite(val) & (cost > c_min), ratio, 0.0)
+    mu_hi = np.maximum(ratio.max(axis=(0, 2, 3)), 0.0) * (1 + 1e-9) + 1e-300
+    ends_hi = _ends(val, cost, B, const, mu_hi)
+    idx_hi, phi_hi, used_hi = _larger(*ends_hi)
+    # beyond mu_hi every end is the line p_e + s_e (mu - mu_hi); if the larger one descends (its cheapest
+    # needs exceed B), the minimum of their maximum is where it meets an ascending one (the lowest crossing)
+    ce = c_min[:, :, 0].sum(axis=-1)  # [E, M]
+    s = B - ce
+    for _ in range(2):
+        desc = ~done & ok & (used_hi > B)
+        if not desc.any():
+            break
+        p = v_min[:, :, 0].sum(axis=-1) - mu_hi * ce + mu_hi * B + const
+        step = np.full(M, np.inf)
+        for a in range(E):
+            for b in range(E):
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    x = (p[a] - p[b]) / (s[b] - s[a])
+                step = np.where((s[a] < 0) & (s[b] >= 0) & np.isfinite(x) & (x > 0), np.minimum(step, x), step)
+        move = desc & np.isfinite(step)
+        if not move.any():
+            break
+        mu_hi = np.where(move, (mu_hi + np.where(move, step, 0.0)) * (1 + 1e-12) + 1e-300, mu_hi)
+        ends_hi = _ends(val, cost, B, const, mu_hi)
+        idx_hi, phi_hi, used_hi = _larger(*ends_hi)
+    mu_lo, phi_lo, used_lo, idx_lo = zero.copy(), phi0.copy(), used0.copy(), idx0.copy()
+    ends_lo, ends_hi = ends0[0].copy(), ends_hi[0].copy()  # every end's choice at mu_lo and mu_hi [E, M, K]
+    phi_best = np.where(done, phi0, np.minimum(phi0, phi_hi))
+    live = ~done & ok & (used_hi <= B)
+    for _ in range(n_mu):
+        sel = np.flatnonzero(live)
+        if not sel.size:
+            break
+        s_lo, s_hi = B - used_lo[sel], B - used_hi[sel]  # slopes (< 0 and >= 0)
+        m_lo, m_hi = mu_lo[sel], mu_hi[sel]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mu_x = (phi_hi[sel] - phi_lo[sel] + s_lo * m_lo - s_hi * m_hi) / (s_lo - s_hi)
+        bad = ~np.isfinite(mu_x) | (mu_x <= m_lo) | (mu_x >= m_hi)
+        mu_x = np.where(bad, 0.5 * (m_lo + m_hi), mu_x)
+        line = phi_lo[sel] + s_lo * (mu_x - m_lo)
+        ends_x = _ends_between(val, cost, B, const, mu_x, sel, ends_lo, ends_hi)
+        idx_x, phi_x, used_x = _larger(*ends_x)
+        phi_best[sel] = np.minimum(phi_best[sel], phi_x)
+        vertex = phi_x <= line + 1e-13 * (np.abs(line) + scale[sel])
+        over = used_x > B
+        lo_s, hi_s = sel[over & ~vertex], sel[~over & ~vertex]
+        lo_x, hi_x = over & ~vertex, ~over & ~vertex
+        mu_lo[lo_s], phi_lo[lo_s], used_lo[lo_s], idx_lo[lo_s] = mu_x[lo_x], phi_x[lo_x], used_x[lo_x], idx_x[lo_x]
+        mu_hi[hi_s], phi_hi[hi_s], used_hi[hi_s], idx_hi[hi_s] = mu_x[hi_x], phi_x[hi_x], used_x[hi_x], idx_x[hi_x]
+        ends_lo[:, lo_s], ends_hi[:, hi_s] = ends_x[0][:, lo_x], ends_x[0][:, hi_x]
+        near = phi_best[sel] - line <= mu_tol * (np.abs(phi_best[sel]) + scale[sel])
+        live[sel] = ~vertex & ~near & ((mu_hi[sel] - mu_lo[sel]) > 1e-14 * mu_hi[sel])
+    return BudgetDual(phi_best, np.where(done[:, None], idx0, idx_hi), np.where(done[:, None], idx0, idx_lo),
+                      np.where(done, used0, used_hi), np.where(done, used0, used_lo), done)
+
+
+__all__ = ["BudgetDual", "minimise_budget_dual"]

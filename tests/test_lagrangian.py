@@ -1,0 +1,93 @@
+"""The multiplier search of every node bound (:func:`spinlib.control.lagrangian.minimise_budget_dual`)
+against an independent reference: the same dual written as a linear program and solved by HiGHS.
+
+``min_{mu >= 0} max_e [sum_k max_{L in box} (val - mu cost) + mu B + const_e]`` is the LP
+``min t`` over ``(mu, y, t)`` with ``y_ek >= val_ekL - mu cost_ekL`` and
+``t >= sum_k y_ek + mu B + const_e``. On fresh random instances (seed printed on failure;
+``SPINLIB_TEST_SEED`` replays one), one and two ends, with the costs increasing in the length as
+the needs are: the kernel's value is never below the LP's minimum (it is a value of the dual, so a
+valid bound) and within 1e-7 of it (the search ends at the vertex), the under-budget choice fits
+the budget and costs what the kernel says, and a node whose choice at ``mu = 0`` fits is ``done``.
+"""
+import os
+
+import numpy as np
+from scipy.optimize import linprog
+
+from spinlib.control.lagrangian import minimise_budget_dual
+
+
+def draw(rng):
+    """E ends, M nodes, P lengths, K users: boxes, increasing costs, a budget between the cheapest and
+    the dearest choice."""
+    E, M, P, K = int(rng.integers(1, 3)), int(rng.integers(1, 6)), int(rng.integers(2, 7)), int(rng.integers(1, 7))
+    steps = rng.exponential(1.0, (E, M, P, K))
+    steps[:, :, 0] = 0.0
+    cost = np.cumsum(steps, axis=2)
+    if E == 2:  # a second end needs at least as much (a tangent's extra need, growing with L)
+        cost[1] = cost[0] + np.cumsum(rng.exponential(0.3, (M, P, K)), axis=1) * (np.arange(P) > 0)[None, :, None]
+    val = rng.normal(0, 2, (E, M, P, K)) + np.arange(P)[None, None, :, None] * rng.uniform(0, 2)
+    lo = rng.integers(0, P, (M, K))
+    hi = np.minimum(lo + rng.integers(0, P, (M, K)), P - 1)
+    Ls = np.arange(P)[None, :, None]
+    inbox = (Ls >= lo[:, None, :]) & (Ls <= hi[:, None, :])
+    val = np.where(inbox[None], val, -np.inf)
+    cost = np.where(inbox[None], cost, 0.0)
+    cheap = np.take_along_axis(cost, lo[None, :, None, :], 2)[:, :, 0].sum(axis=-1).max(axis=0)
+    dear = np.take_along_axis(cost, hi[None, :, None, :], 2)[:, :, 0].sum(axis=-1).max(axis=0)
+    B = float(np.max(cheap + rng.uniform(0, 1.2) * (dear - cheap)))
+    const = rng.normal(0, 3, (E, M))
+    return val, cost, B, const, lo, cheap <= B
+
+
+def lp_minimum(val, cost, B, const, m) -> float:
+    """``min_mu Phi`` of node m as a linear program (module docstring)."""
+    E, _, P, K = val.shape
+    nv = 2 + E * K  # mu, t, y[e, k]
+    c = np.zeros(nv)
+    c[1] = 1.0
+    A, b = [], []
+    for e in range(E):
+        row = np.zeros(nv)
+        row[0], row[1] = B, -1.0
+        row[2 + e * K: 2 + (e + 1) * K] = 1.0
+        A.append(row)
+        b.append(-const[e, m])
+        for k in range(K):
+            for L in range(P):
+                if np.isfinite(val[e, m, L, k]):
+                    row = np.zeros(nv)
+                    row[0], row[2 + e * K + k] = -cost[e, m, L, k], -1.0
+                    A.append(row)
+                    b.append(-val[e, m, L, k])
+    bounds = [(0, None)] + [(None, None)] * (nv - 1)
+    res = linprog(c, A_ub=np.array(A), b_ub=np.array(b), bounds=bounds, method="highs")
+    assert res.status == 0, res.message
+    return float(res.fun)
+
+
+def test_kernel_matches_the_lp_on_fresh_instances():
+    seed = int(os.environ.get("SPINLIB_TEST_SEED", np.random.SeedSequence().entropy % (1 << 63)))
+    rng = np.random.default_rng(seed)
+    checked = 0
+    for i in range(150):
+        val, cost, B, const, lo, ok = draw(rng)
+        d = minimise_budget_dual(val, cost, B, const, lo, ok)
+        E, M, P, K = val.shape
+        for m in np.flatnonzero(ok):
+            where = f"seed {seed}, instance {i}, node {m}: E={E} P={P} K={K}"
+            ref = lp_minimum(val, cost, B, const, m)
+            scale = 1.0 + abs(ref) + np.abs(const[:, m]).max()
+            assert d.phi[m] >= ref - 1e-9 * scale, where
+            assert d.phi[m] <= ref + 1e-7 * scale, where
+            # the under-budget choice: in the box, within the budget at its end, and its cost as reported
+            x = d.x_under[m]
+            assert np.all((x >= lo[m]) & np.isfinite(val[0, m, x, np.arange(K)])), where
+            used = cost[:, m, x, np.arange(K)].sum(axis=-1)
+            assert np.any(np.isclose(used, d.used_under[m], rtol=1e-12, atol=0)), where
+            assert d.used_under[m] <= B, where
+            at0 = np.argmax(val[:, m], axis=1)  # the choices at mu = 0
+            if cost[:, m, at0, np.arange(K)].sum(axis=-1).max() <= B:
+                assert d.done[m], where
+            checked += 1
+    assert checked >= 200, f"seed {seed}: only {checked} nodes checked"
