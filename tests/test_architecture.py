@@ -8,6 +8,8 @@ ground floor, importing nothing else of the library; ``KNOWN`` lists the cycles 
 from __future__ import annotations
 
 import ast
+import json
+import re
 from pathlib import Path
 
 import spinlib
@@ -96,3 +98,42 @@ def test_validation_and_json_io_are_the_ground_floor():
     g = _graph()
     assert g["spinlib.validation"] == set()
     assert g["spinlib.jsonio"] == {"spinlib.validation"}
+
+
+REPO = ROOT.parent
+NAMED = re.compile(r"(?<![\w/.-])((?:tests|benchmarks|spinlib|notebooks)/[\w/*.-]*?\.(?:py|ipynb))")
+
+
+def _doc_texts():
+    """(where, text) of every place that names a file for a reader: the README, the notebooks' cell
+    sources, and the library's, tests' and benchmarks' sources."""
+    yield "README.md", (REPO / "README.md").read_text(encoding="utf-8")
+    for nb in sorted((REPO / "notebooks").glob("*.ipynb")):
+        cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        yield nb.name, "\n".join("".join(c["source"]) for c in cells)
+    for d in ("spinlib", "tests", "benchmarks"):
+        for f in sorted((REPO / d).rglob("*.py")):
+            yield str(f.relative_to(REPO)), f.read_text(encoding="utf-8")
+
+
+def test_every_file_a_reader_is_pointed_to_exists():
+    """A path like ``tests/online/test_multiuser.py`` (or a glob, ``tests/control/test_certified*.py``)
+    in the README, a notebook or a source file names a file of the repository: moving a file without
+    its references fails here. (In the tests only paths under ``tests/`` count: a test names the
+    notebooks and files it creates itself.)"""
+    missing = []
+    for where, text in _doc_texts():
+        for path in set(NAMED.findall(text)):
+            if where.startswith("tests/") and not path.startswith("tests/"):
+                continue
+            if not list(REPO.glob(path)):
+                missing.append(f"{where}: {path}")
+    assert not missing, missing
+
+
+def test_tests_mirror_the_library():
+    """``tests/<package>/`` exists only for a package of ``spinlib`` (the layout mirrors the library)."""
+    packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
+    dirs = {p.name for p in (REPO / "tests").iterdir() if p.is_dir() and not p.name.startswith((".", "__"))}
+    assert dirs <= packages, dirs - packages
+    assert {"control", "online", "emulator", "sd", "balance"} <= dirs

@@ -1,7 +1,7 @@
 """Uplink or downlink (paper 2): payload model, DL power vs CVXPY, mode structure vs 2^K search.
 
 Tolerances: the DL power split must match the CVXPY reference within 1e-6 relative (measured:
-3e-8; spinlib.control.reference, tests/test_reference.py); budgets hold to 1e-9 relative; the
+3e-8; spinlib.control.reference, tests/control/test_reference.py); budgets hold to 1e-9 relative; the
 certified mode selection equals the 2^K search to 1e-9 relative.
 """
 import itertools

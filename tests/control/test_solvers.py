@@ -2,7 +2,7 @@
 
 Tolerances: the optimisers must reach the exhaustive optimum within 1e-6 relative; the
 continuous sub-problems must match the CVXPY references within 1e-6 relative (measured: 1e-7 for
-the makespan, 6e-8 for the asynchronous goodput; tests/test_reference.py); budget constraints hold
+the makespan, 6e-8 for the asynchronous goodput; tests/control/test_reference.py); budget constraints hold
 to 1e-9 relative.
 """
 import dataclasses
