@@ -613,24 +613,17 @@ def measured_preset_gain_intervals(name: str = "qwen-coder-measured", *, num_use
     ``L > 0``) and ``L_max`` (the largest length chosen), each as ``{"value", "lo", "hi"}``; and
     ``replicates`` (the gains).
     """
-    from .paths import DATA
-    from .presets import measured_preset, read_measured_summary
+    from .presets import measured_preset, measured_tasks
+    from .timing import median_standard_error
 
     base = measured_preset(temperature=temperature, name=name)
-    files = sorted((DATA / "measurements").glob(MEASURED_PRESETS[name][0]))
     tasks = []
-    for f in files:
-        d = read_measured_summary(f)
-        bt = d["by_temperature"].get(str(float(temperature)))
-        if bt is None:
-            continue
-        tm = d["timing"]
-        fit = tm["verify_grid"]["fit"] if "verify_grid" in tm else {"t0_s": tm["verify_t0_s"], "t1_s": tm["verify_t1_s"]}
-        sp = tm["draft_spread"]
-        lo, hi = bt.get("alpha_ci95", (bt["alpha"], bt["alpha"]))
-        tasks.append({"alpha": bt["alpha"], "alpha_sd": (hi - lo) / 3.92, "draft": sp["median_s"],
-                      "draft_se": 1.2533 * (sp["q75_s"] - sp["q25_s"]) / 1.349 / np.sqrt(sp["n"]),
-                      "t0": fit["t0_s"], "t1": fit["t1_s"]})
+    for t in measured_tasks(name, temperature):
+        lo, hi = t["alpha_ci95"]
+        sp = t["draft_spread"]
+        tasks.append({"alpha": t["alpha"], "alpha_sd": (hi - lo) / 3.92, "draft": sp["median_s"],
+                      "draft_se": float(median_standard_error(sp["q25_s"], sp["q75_s"], sp["n"])),
+                      "t0": t["t0_s"], "t1": t["t1_s"]})
     cells_ss, boot_ss = np.random.SeedSequence(seed).spawn(2)
     cell_seeds = [int(x) for x in cells_ss.generate_state(n_cells)]
     rng = np.random.default_rng(boot_ss)

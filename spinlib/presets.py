@@ -169,6 +169,37 @@ MEASURED_PRESETS = {"qwen-coder-measured": ("qwen-coder/*.summary.json", "qwen-7
                     "smollm2-measured": ("smollm2-*/*.summary.json", "llama2-7b-l4")}
 
 
+def measured_tasks(name: str = MEASURED_PRESET, temperature: float = 1.0, measurements_dir=None) -> list[dict]:
+    """The task summaries a measured preset is built from (one typed reader for both of its users:
+    :func:`measured_preset` and :func:`spinlib.experiments.measured_preset_gain_intervals`).
+
+    One record per summary under ``measurements_dir`` (default ``data/measurements``) that has the
+    temperature: ``file`` (name), ``alpha`` and ``alpha_ci95`` (its 95 % bootstrap interval, or
+    ``(alpha, alpha)`` when not recorded), ``draft_s_per_token`` [s], ``draft_spread`` (the draft step's
+    ``median_s``, ``q25_s``, ``q75_s``, ``n``; ``None`` when not recorded), the verification fit
+    ``t0_s``, ``t1_s`` [s] (the batched grid's fit when recorded, else the single-user one),
+    ``reliable`` and ``kernel``. Sorted by file name.
+    """
+    from .paths import DATA
+
+    if name not in MEASURED_PRESETS:
+        raise ValidationError(f"measured preset must be one of {sorted(MEASURED_PRESETS)}, got {name!r}")
+    root = Path(measurements_dir or DATA / "measurements")
+    tasks = []
+    for f in sorted(root.glob(MEASURED_PRESETS[name][0])):
+        d = read_measured_summary(f)
+        bt = d["by_temperature"].get(str(float(temperature)))
+        if bt is None:
+            continue
+        tm = d["timing"]
+        fit = tm["verify_grid"]["fit"] if "verify_grid" in tm else {"t0_s": tm["verify_t0_s"], "t1_s": tm["verify_t1_s"]}
+        tasks.append({"file": f.name, "alpha": bt["alpha"], "alpha_ci95": tuple(bt.get("alpha_ci95", (bt["alpha"],) * 2)),
+                      "draft_s_per_token": tm["draft_s_per_token"], "draft_spread": tm.get("draft_spread"),
+                      "t0_s": fit["t0_s"], "t1_s": fit["t1_s"], "reliable": bool(tm.get("reliable", False)),
+                      "kernel": d.get("kernel", {}).get("kernel", "fp32")})
+    return tasks
+
+
 def measured_preset(temperature: float = 1.0, measurements_dir=None, name: str = MEASURED_PRESET) -> Preset:
     """A preset built from committed measurements of a real pair (notebook 05).
 
@@ -187,27 +218,15 @@ def measured_preset(temperature: float = 1.0, measurements_dir=None, name: str =
 
     if name not in MEASURED_PRESETS:
         raise ValidationError(f"measured preset must be one of {sorted(MEASURED_PRESETS)}, got {name!r}")
-    pattern, base_name = MEASURED_PRESETS[name]
+    base_name = MEASURED_PRESETS[name][1]
     root = Path(measurements_dir or DATA / "measurements")
-    alphas, draft, t0, t1, kernels = [], [], [], [], set()
-    unreliable = []
-    for f in sorted(root.glob(pattern)):
-        d = read_measured_summary(f)
-        bt = d["by_temperature"].get(str(float(temperature)))
-        if bt is None:
-            continue
-        alphas.append(round(bt["alpha"], 4))
-        tm = d["timing"]
-        if not tm.get("reliable", False):
-            unreliable.append(f.name)
-        draft.append(tm["draft_s_per_token"])
-        if "verify_grid" in tm:
-            t0.append(tm["verify_grid"]["fit"]["t0_s"])
-            t1.append(tm["verify_grid"]["fit"]["t1_s"])
-        else:
-            t0.append(tm["verify_t0_s"])
-            t1.append(tm["verify_t1_s"])
-        kernels.add(d.get("kernel", {}).get("kernel", "fp32"))
+    tasks = measured_tasks(name, temperature, root)
+    alphas = [round(t["alpha"], 4) for t in tasks]
+    draft = [t["draft_s_per_token"] for t in tasks]
+    t0 = [t["t0_s"] for t in tasks]
+    t1 = [t["t1_s"] for t in tasks]
+    kernels = {t["kernel"] for t in tasks}
+    unreliable = [t["file"] for t in tasks if not t["reliable"]]
     if not alphas:
         raise ValidationError(f"no measurements for {name} under {root}: run notebook 05 (or python -m spinlib measure)")
     if unreliable:  # said, never used without a word (issue 24)

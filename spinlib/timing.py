@@ -242,5 +242,11 @@ def compare(fn_a, fn_b, repeats: int = 9, warmup: int = 1, confidence: float = 0
     return Ratio(r, lo, hi, confidence, _timing(ta), _timing(tb))
 
 
+def median_standard_error(q25, q75, n):
+    """Standard error [unit of the quartiles] of the median of ``n`` samples from its quartiles (normal
+    approximation: ``sigma = IQR / 1.349``, ``se = 1.2533 sigma / sqrt(n)``); arrays broadcast."""
+    return 1.2533 * (np.asarray(q75, float) - np.asarray(q25, float)) / 1.349 / np.sqrt(n)
+
+
 __all__ = ["LoadCheck", "load_check", "require_quiet", "set_threads", "Timing", "timing_of", "measure", "Ratio",
-           "compare", "ratio_interval"]
+           "compare", "ratio_interval", "median_standard_error"]

@@ -14,6 +14,7 @@ from ..emulator.fading import Fading
 from ..maps import check_axes
 from ..paths import DATA
 from ..presets import read_measured_summary
+from ..timing import median_standard_error
 from ..validation import ValidationError
 from .arena import ArenaConfig, Delay, Stream, run_arena
 from .energy import energy_preset
@@ -81,12 +82,6 @@ def critical_delay_two_points(S, t_d: float, T2: float, T3: float) -> float:
     return float((N1 * (2 * t_d + T3) - N2 * (t_d + T2)) / (N2 - N1))
 
 
-def _median_se(q25, q75, n):
-    """Standard error of a median of ``n`` samples from its quartiles (normal approximation:
-    ``sigma = IQR / 1.349``, ``se = 1.2533 sigma / sqrt(n)``)."""
-    return 1.2533 * (np.asarray(q75, float) - np.asarray(q25, float)) / 1.349 / np.sqrt(n)
-
-
 def _length_interval(L0: int, reps, confidence: float) -> dict:
     """A point length ``L0`` with its replicates' percentile interval (lengths are integers: the
     inverted-CDF quantile) and the share of replicates equal to it."""
@@ -136,9 +131,9 @@ def critical_delay_intervals(pairs, L_max: int = 12, n_boot: int = 400, seed: in
             for i in pick:
                 t = tim[i]
                 d = t["draft_spread"]
-                t_d.append(d["median_s"] + rng.normal(0.0, _median_se(d["q25_s"], d["q75_s"], d["n"])))
+                t_d.append(d["median_s"] + rng.normal(0.0, median_standard_error(d["q25_s"], d["q75_s"], d["n"])))
                 sizes = np.asarray(t["verify_sizes"], float)
-                se = _median_se(t["verify_fit"]["q25_s"], t["verify_fit"]["q75_s"], verify_repeats)
+                se = median_standard_error(t["verify_fit"]["q25_s"], t["verify_fit"]["q75_s"], verify_repeats)
                 y = np.asarray(t["verify_s"], float) + rng.normal(0.0, se)
                 b1, b0 = np.polyfit(sizes, y, 1)
                 t0.append(b0)

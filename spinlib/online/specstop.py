@@ -159,8 +159,7 @@ class UCBSpecStopToken(UCBSpecStop):
 
     def __init__(self, env: Env, c: float = 1.0, gamma: float = 1.0, h_min: float = 0.1, h_max: float = 0.9,
                  arms: int = 9):
-        Controller.__init__(self, env)
-        _check_c_gamma(c, gamma)
+        super().__init__(env, c, gamma)  # c and gamma checked and kept as UCB-SpecStop's; the arms differ
         for name, v in (("h_min", h_min), ("h_max", h_max)):
             if isinstance(v, bool) or not (isinstance(v, (int, float)) and 0 < v < 1):
                 raise ValidationError(f"{name} must be in (0, 1), got {v!r}")
@@ -170,7 +169,6 @@ class UCBSpecStopToken(UCBSpecStop):
             raise ValidationError(f"arms must be an integer in [1, 64], got {arms!r}")
         if arms > 1 and h_max == h_min:
             raise ValidationError(f"arms > 1 needs h_max > h_min, got h_min = h_max = {h_min!r}")
-        self.c, self.gamma = float(c), float(gamma)
         self.h = self.thresholds(h_min, h_max, arms)
         self.st = _ArmStats(env.K, arms, self.contexts, self.gamma)
 

@@ -335,14 +335,12 @@ def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens
             ctx = RoundContext(len(records), np.array([rate]), np.array([rate]), np.zeros(1, np.int64),
                                np.array([delay_mean]), top, ent)
             L = min(int(check_lengths(decider.choose(ctx), 1, L_max, "the decider's choose")[0]), cap)
-
-            def rule(i, logits, ctx=ctx, L_ref=L):
-                p, h = draft_confidence(logits[None])
-                ctx.top_prob[0, i] = min(1.0, max(round(float(p[0]), 6), 1e-6))  # as the traces store them
-                ctx.entropy[0, i] = round(float(h[0]), 6)
-                return int(check_lengths(decider.stop(ctx, np.array([L_ref])), 1, L_ref, "the decider's stop")[0])
-            if not asks_stop:
-                rule = None  # a never-stopping stop: no confidence to compute
+            if asks_stop:  # a never-stopping stop gets no rule: no confidence to compute
+                def rule(i, logits, ctx=ctx, L_ref=L):
+                    p, h = draft_confidence(logits[None])
+                    ctx.top_prob[0, i] = min(1.0, max(round(float(p[0]), 6), 1e-6))  # as the traces store them
+                    ctx.entropy[0, i] = round(float(h[0]), 6)
+                    return int(check_lengths(decider.stop(ctx, np.array([L_ref])), 1, L_ref, "the decider's stop")[0])
         drafts, qs = draft_tokens(draft_lm, seq, L, greedy, temperature, g, rule)
         L = len(drafts)
         t_drafted = time.perf_counter()
