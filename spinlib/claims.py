@@ -18,6 +18,12 @@ erases the claims of the last complete one. :func:`merge` joins every notebook's
 ``results/claims.json``; :func:`readme_table` renders the README's results table from it (the
 rows between ``<!-- claims:begin -->`` and ``<!-- claims:end -->``; a test regenerates and compares).
 
+A notebook declares up front which of its claims it expects not to hold (``begin(notebook,
+not_holding=[ids])``, through :func:`spinlib.notebook.start`): each record carries ``expected`` (False
+for a declared id), and a test fails on a committed run where a verdict differs from its declaration
+-- a paper's statement our measurement does not reproduce is said so once, at the top, and a claim
+that stops holding (or starts to) is noticed.
+
 Values are numbers (or short strings); wall-clock times are not claims (they are measurements of
 the machine: ``benchmarks/``).
 """
@@ -51,6 +57,7 @@ class Claim:
     region: dict | None = None  # a claim map's shares: {"cells", "holds", "undecided", "fails"}
     readme: bool = True  # a row of the README's results table
     template: str = field(default="", repr=False)
+    expected: bool = True  # False: the notebook declared (begin's not_holding) that it does not hold
 
     def markdown(self) -> str:
         mark = "" if self.holds else "**does not hold here:** "
@@ -67,16 +74,20 @@ class Claim:
         return text
 
 
-_STATE: dict = {"notebook": None, "claims": {}, "directory": None}
+_STATE: dict = {"notebook": None, "claims": {}, "directory": None, "not_holding": frozenset()}
 
 
-def begin(notebook: str, directory: Path | None = None) -> None:
+def begin(notebook: str, directory: Path | None = None, not_holding=()) -> None:
     """Name the notebook whose claims follow (its partial claims file starts empty; the complete
-    one of its last finished run is kept until :func:`complete`)."""
+    one of its last finished run is kept until :func:`complete`); ``not_holding``: the ids of the
+    claims it expects not to hold (module docstring)."""
     from .paths import RESULTS
 
+    if isinstance(not_holding, str) or not all(isinstance(i, str) and _ID.match(i) for i in not_holding):
+        raise ValidationError(f"not_holding must be a list of claim ids, got {not_holding!r}")
     _STATE["notebook"] = notebook
     _STATE["claims"] = {}
+    _STATE["not_holding"] = frozenset(not_holding)
     _STATE["directory"] = Path(directory or RESULTS / "claims")
     _write()
 
@@ -148,7 +159,7 @@ def claim(id: str, template: str, *, holds: bool, scope: str = "", paper: str | 
         raise ValidationError(f"claim {id!r}: template does not fit its values ({e})") from None
     c = Claim(id=id, notebook=_STATE["notebook"], sentence=sentence, values=vals, holds=bool(holds),
               scope=scope, paper=paper, where=where, region=region_shares(region), readme=readme,
-              template=template)
+              template=template, expected=id not in _STATE["not_holding"])
     _STATE["claims"][id] = c
     _write()
     if display:

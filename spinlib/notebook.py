@@ -38,14 +38,16 @@ def _audit(event, args):
             _READ.add(p)
 
 
-def start(name: str, **params) -> None:
-    """Begin a notebook run: claims go to ``<results>/claims/<name>.json``; data reads are recorded."""
+def start(name: str, *, not_holding=(), **params) -> None:
+    """Begin a notebook run: claims go to ``<results>/claims/<name>.json``; data reads are recorded.
+    ``not_holding``: the ids of the claims the notebook expects not to hold (:func:`spinlib.claims.begin`);
+    ``params``: the parameters cell's values (recorded in the provenance)."""
     _STATE["name"], _STATE["params"] = name, params
     _READ.clear()
     if not _STATE["hook"]:
         sys.addaudithook(_audit)
         _STATE["hook"] = True
-    claims.begin(name)
+    claims.begin(name, not_holding=not_holding)
 
 
 def _git(*args) -> str:

@@ -164,3 +164,44 @@ def test_an_interrupted_notebook_never_erases_the_claims_of_its_last_complete_ru
     C.complete()
     doc = json.loads(C.merge(d, tmp_path / "c.json").read_text())
     assert [r["values"]["x"] for r in doc["claims"]] == [0]
+
+
+def test_a_declared_claim_records_that_it_is_expected_not_to_hold(tmp_path):
+    C.begin("99_declared", directory=tmp_path, not_holding=["b"])
+    a = C.claim("a", "x = {x}", x=1, holds=True, display=False)
+    b = C.claim("b", "y = {y}", y=2, holds=False, display=False)
+    assert a.expected and not b.expected
+    C.complete()
+    recs = {r["id"]: r for r in json.loads((tmp_path / "99_declared.json").read_text())}
+    assert recs["a"]["expected"] is True and recs["b"]["expected"] is False
+    for bad in ("b", ["Not An Id"], [3]):
+        with pytest.raises(ValidationError, match="not_holding"):
+            C.begin("99_declared", directory=tmp_path, not_holding=bad)
+
+
+def _declared_not_holding(nb_path) -> tuple:
+    """The ``NOT_HOLDING`` tuple a notebook passes to ``start`` (empty when it declares none)."""
+    import ast
+
+    for cell in json.loads(nb_path.read_text(encoding="utf-8"))["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] != "code" or "NOT_HOLDING" not in src:
+            continue
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "NOT_HOLDING" for t in node.targets):
+                return tuple(ast.literal_eval(node.value))
+    return ()
+
+
+@pytest.mark.parametrize("nb", sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.stem)
+def test_every_committed_verdict_is_the_declared_one(nb):
+    """Each claim of the committed run holds, or its notebook declared that it does not (NOT_HOLDING,
+    passed to ``start``); every declared id is a claim of that run."""
+    recs = C.load(RESULTS / "claims" / f"{nb.stem}.json")
+    declared = set(_declared_not_holding(nb))
+    ids = {r["id"] for r in recs}
+    assert declared <= ids, f"{nb.stem} declares claims its run does not state: {sorted(declared - ids)}"
+    surprise = [r["id"] for r in recs if r["holds"] != (r["id"] not in declared)]
+    assert not surprise, f"{nb.stem}: verdicts that differ from the declaration (holds vs NOT_HOLDING): {surprise}"
+    assert all(r.get("expected", True) == (r["id"] not in declared) for r in recs), \
+        f"{nb.stem}: the committed run was made with another declaration; re-run it"
