@@ -229,8 +229,11 @@ class SyncSearch:
 
     def evaluate(self, L: np.ndarray) -> np.ndarray:
         """Exact goodput [token/s] of length vectors ``L`` [n, K] with their minimal-makespan split."""
+        return self._goodput_and_makespan(L)[0]
+
+    def _goodput_and_makespan(self, L: np.ndarray):
         D, _ = min_makespan_bandwidth(self.scenario, L, self.rates)
-        return sync_goodput(self.scenario, L, self.table[np.arange(self.K), L], D)
+        return sync_goodput(self.scenario, L, self.table[np.arange(self.K), L], D), D
 
     def root(self, inc: Incumbent) -> dict:
         sc, K, L_max = self.scenario, self.K, self.L_max
@@ -246,18 +249,25 @@ class SyncSearch:
         if not (np.isfinite(D_top) and D_top > d1):
             return {}
         edges = np.geomspace(d1 * (1 - SAFETY), D_top, self.n_root + 1)
-        return {"Dl": edges[:-1], "Dh": edges[1:], "lo": np.zeros((self.n_root, K), dtype=int),
-                "hi": np.full((self.n_root, K), L_max, dtype=int)}
+        n = self.n_root
+        return {"Dl": edges[:-1], "Dh": edges[1:], "lo": np.zeros((n, K), dtype=int),
+                "hi": np.full((n, K), L_max, dtype=int), "lo_new": np.zeros(n, bool), "hi_new": np.ones(n, bool)}
 
     def expand(self, nodes: dict, inc: Incumbent):
         sc, rates = self.scenario, self.rates
         Dl, Dh, lo, hi = nodes["Dl"], nodes["Dh"], nodes["lo"], nodes["hi"]
         closed = -np.inf
-        # tighten the interval to [D*(lo), D*(hi)]; enumerate the small boxes exactly
-        Dlo_box, _ = min_makespan_bandwidth(sc, lo, rates)
-        Dhi_box, _ = min_makespan_bandwidth(sc, hi, rates)
-        Dl = np.maximum(Dl, np.asarray(Dlo_box) * (1 - SAFETY))
-        Dh = np.minimum(Dh, np.asarray(Dhi_box))
+        # tighten the interval to [D*(lo), D*(hi)] where a box corner is new (an unchanged corner's makespan
+        # already bounds the parent's interval, which the child inherits); enumerate the small boxes exactly
+        for corner, new, end in ((lo, nodes["lo_new"], "lo"), (hi, nodes["hi_new"], "hi")):
+            if new.any():
+                D_box, _ = min_makespan_bandwidth(sc, corner[new], rates)
+                if end == "lo":
+                    Dl = Dl.copy()
+                    Dl[new] = np.maximum(Dl[new], np.asarray(D_box) * (1 - SAFETY))
+                else:
+                    Dh = Dh.copy()
+                    Dh[new] = np.minimum(Dh[new], np.asarray(D_box))
         keep = Dl <= Dh
         Dl, Dh, lo, hi = Dl[keep], Dh[keep], lo[keep], hi[keep]
         small = np.log(hi - lo + 1).sum(axis=1) <= np.log(self.enum_max) + 1e-9
@@ -270,11 +280,12 @@ class SyncSearch:
         res = sync_node_bounds(sc, rates, self.table, Dl, Dh, lo, hi, inc.threshold,
                                mu_tol=max(1e-12, 1e-3 * inc.gap), tangent=self.tangent)
         feas = res.upper > -np.inf
-        inc.offer(res.x_feas[feas])
         Dx = np.zeros(len(Dl))
-        if feas.any():
-            Dx[feas], _ = min_makespan_bandwidth(sc, res.x_feas[feas], rates)
-        return ({"Dl": Dl, "Dh": Dh, "lo": res.lo, "hi": res.hi, "ub": res.upper, "frac": res.frac_user,
+        if feas.any():  # the under-budget choices: candidates, and their makespans place the interval cuts
+            G, Dx[feas] = self._goodput_and_makespan(res.x_feas[feas])
+            inc.consider(res.x_feas[feas], G)
+        moved = {"lo_moved": (res.lo != lo).any(axis=1), "hi_moved": (res.hi != hi).any(axis=1)}  # tightened corners
+        return ({"Dl": Dl, "Dh": Dh, "lo": res.lo, "hi": res.hi, "ub": res.upper, "frac": res.frac_user, **moved,
                  "split": res.split_at, "Dx": Dx}, closed, len(Dl))
 
     def split(self, p: dict, inc: Incumbent) -> dict:
@@ -301,7 +312,9 @@ class SyncSearch:
         hi[r, k_user[r]] = m_user[r]
         lo[n + r, k_user[r]] = m_user[r] + 1
         return {"Dl": np.concatenate([pDl, np.where(by_D, D_cut, pDl)]),
-                "Dh": np.concatenate([np.where(by_D, D_cut, pDh), pDh]), "lo": lo, "hi": hi}
+                "Dh": np.concatenate([np.where(by_D, D_cut, pDh), pDh]), "lo": lo, "hi": hi,
+                "lo_new": np.concatenate([p["lo_moved"], p["lo_moved"] | ~by_D]),
+                "hi_new": np.concatenate([p["hi_moved"] | ~by_D, p["hi_moved"]])}
 
 
 def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarray, L_inc, G_inc: float, *,
