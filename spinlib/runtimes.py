@@ -62,13 +62,17 @@ def record_notebooks(path: Path, smoke: bool, recompute: bool, cache: str, walls
 
 
 TIERS = ("default", "all")
+SLOWEST = 15  # the longest tests a record keeps
 
 
 def record_tests(junit: Path, wall_s: int, exit_code: int, tier: str = "default", out: Path | None = None) -> Path:
     """One test tier's counts (from pytest's JUnit XML) and wall time, merged into ``results/timings/test_suite.json``.
 
     The file maps each tier (``default``: the README's test command; ``all``: every tier, slow
-    included) to ``{tests, passed, failures, errors, skipped, wall_s, exit_code, commit}``.
+    included) to ``{tests, passed, failures, errors, skipped, wall_s, exit_code, commit, by_module,
+    slowest}``: ``by_module`` the summed test time [s] of each test module (``tests.control.test_search``),
+    largest first; ``slowest`` the :data:`SLOWEST` longest tests ``[id, seconds]`` (pytest's
+    ``--durations``, kept with the run).
     """
     from .paths import ROOT
 
@@ -81,8 +85,15 @@ def record_tests(junit: Path, wall_s: int, exit_code: int, tier: str = "default"
         raise ValidationError(f"{junit}: not a pytest JUnit XML report ({type(e).__name__})") from None
     suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
     count = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
+    cases = [(c.get("classname", ""), c.get("name", ""), float(c.get("time", 0) or 0)) for c in root.iter("testcase")]
+    by_module: dict = {}
+    for mod, _, t in cases:
+        by_module[mod] = by_module.get(mod, 0.0) + t
+    slowest = sorted(cases, key=lambda c: -c[2])[:SLOWEST]
     rec = {**count, "passed": count["tests"] - count["failures"] - count["errors"] - count["skipped"],
-           "wall_s": int(wall_s), "exit_code": int(exit_code), "commit": _commit()}
+           "wall_s": int(wall_s), "exit_code": int(exit_code), "commit": _commit(),
+           "by_module": {m: round(t, 1) for m, t in sorted(by_module.items(), key=lambda kv: -kv[1])},
+           "slowest": [[f"{m}::{n}", round(t, 1)] for m, n, t in slowest]}
     tiers = _load(out).get("tiers", {}) if out.exists() else {}
     tiers = {t: r for t, r in tiers.items() if t in TIERS}
     tiers[tier] = rec
@@ -116,6 +127,10 @@ def readme_block(notebooks_json: Path, tests_json: Path) -> str:
         lines.append(f"{commands[tier]}, last run: {t['tests']} tests ({t['passed']} passed, {t['failures']} "
                      f"failed, {t['errors']} errors, {t['skipped']} skipped) in {_duration(t['wall_s'])} "
                      f"(commit `{(t.get('commit') or '?')[:7]}`).")
+        if t.get("by_module"):
+            top = list(t["by_module"].items())[:5]
+            lines.append("Longest modules: " + ", ".join(f"`{m}` {_duration(x)}" for m, x in top) + "; longest test: "
+                         + (f"`{t['slowest'][0][0]}` {_duration(t['slowest'][0][1])}." if t.get("slowest") else "none."))
     return "\n".join(lines) + "\n"
 
 
