@@ -16,6 +16,7 @@ import numpy as np
 from .cliargs import SEED_MAX, seed_arg  # noqa: F401  (seed_arg: the CLIs' shared argument type)
 from .jsonio import loads_json, read_json
 from .scenario import MAX_USERS, Scenario
+from .registry import parse_params
 from .validation import ValidationError
 
 
@@ -107,6 +108,18 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def _policy_call(args) -> tuple[str, dict]:
+    """``--policy NAME`` or ``--policy NAME:key=value,...`` (the library's one spec syntax,
+    :func:`spinlib.registry.parse_params`) with the named options and ``--set`` merged: the policy's
+    name and the parameters the user gave (a parameter given twice, in any two places, is one line)."""
+    name, params = parse_params(args.policy, "policy")
+    kwargs = _policy_kwargs(args)
+    for key in params:
+        if key in kwargs:
+            raise ValidationError(f"parameter {key!r} given twice")
+    return name, {**params, **kwargs}
+
+
 def _policy_kwargs(args) -> dict:
     """The policy parameters the user gave on the command line (never the defaults): the named
     options and every ``--set KEY=VALUE`` (VALUE parsed as JSON, else kept as a string)."""
@@ -151,7 +164,8 @@ def cmd_solve(args) -> int:
     if args.policy is None:
         raise ValidationError(f"--policy is required; one of {sorted(POLICIES)}")
     scenario = Scenario.from_json(args.scenario)
-    alloc = solve(scenario, args.policy, **_policy_kwargs(args))
+    policy, params = _policy_call(args)
+    alloc = solve(scenario, policy, **params)
     if args.output:
         alloc.to_json(args.output)
     if args.json:
@@ -178,7 +192,8 @@ def cmd_emulate(args) -> int:
             raise ValidationError("policy parameters (--L-max, --draft-length, --round-model, --set) need --policy")
         alloc = Allocation.from_json(args.allocation)
     else:
-        alloc = solve(scenario, args.policy, **_policy_kwargs(args))
+        policy, params = _policy_call(args)
+    alloc = solve(scenario, policy, **params)
     cfg = EmulatorConfig(rounds=args.rounds, seed=args.seed, fading=Fading(args.fading),
                          acceptance=args.acceptance, server=args.server, real_models=args.real_models,
                          temperature=args.temperature, compute=args.compute, timeline_rounds=0)
@@ -432,7 +447,8 @@ def cmd_balance(args) -> int:
     elif args.policy is None:
         raise ValidationError(f"--policy is required; one of {sorted(BALANCE_POLICIES)}")
     else:
-        sched = solve_balance(inst, args.policy, **_policy_kwargs(args))
+        policy, params = _policy_call(args)
+        sched = solve_balance(inst, policy, **params)
     check = feasible(inst, sched)
     if args.check is not None:
         out = {"feasible": check.ok, "violations": list(check.violations), "served": sched.served,
@@ -492,7 +508,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("solve", help="compute an allocation with a policy")
     v.add_argument("scenario", nargs="?")
-    v.add_argument("--policy")
+    v.add_argument("--policy", help="NAME or NAME:key=value,... (a registered policy, see --list-policies; "
+                                    "parameters as for controllers, or with --set)")
     v.add_argument("--list-policies", action="store_true")
     _policy_options(v)
     v.add_argument("-o", "--output")
@@ -501,7 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     em = sub.add_parser("emulate", help="play an allocation out on the discrete-event testbed")
     em.add_argument("scenario")
-    em.add_argument("--policy", help="policy to solve the scenario with (or --allocation)")
+    em.add_argument("--policy", help="NAME or NAME:key=value,...: the policy to solve the scenario with (or --allocation)")
     em.add_argument("--allocation", help="allocation JSON to emulate")
     em.add_argument("--rounds", type=_bounded_int("--rounds", MAX_ROUNDS), default=1000)
     em.add_argument("--seed", type=seed_arg(), default=0)
@@ -565,7 +582,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(func=cmd_measure)
     b = sub.add_parser("balance", help="BALANCE: who is served by AD or SD on one edge server (notebook 09)")
     b.add_argument("instance", nargs="?", help="instance JSON (format spinlib.balance/1)")
-    b.add_argument("--policy", help="a BALANCE policy (see --list-policies)")
+    b.add_argument("--policy", help="NAME or NAME:key=value,...: a BALANCE policy (see --list-policies)")
     b.add_argument("--list-policies", action="store_true")
     b.add_argument("--check", metavar="SCHEDULE.json",
                    help="check a schedule ({modes, phi}) for the instance instead of solving (exit 1 if infeasible)")

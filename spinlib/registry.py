@@ -11,6 +11,7 @@ dataclasses with at least ``name``, ``description``, ``params`` and ``family``.
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from .validation import ValidationError
@@ -119,4 +120,44 @@ class Registry(Generic[E]):
         return iter(self.entries)
 
 
-__all__ = ["Registry", "declared_params"]
+def parse_params(text: str, kind: str = "controller") -> tuple[str, dict]:
+    """``"name"`` or ``"name:key=value,key=value"`` -> ``(name, params)``: values parsed as int, float,
+    ``None`` (``None``/``none``) or string; one line for a malformed item or an integer beyond the
+    float range (a traceback in the controller's checks otherwise), a non-finite number (``nan``, ``inf``) or
+    a parameter given twice (never "the last one wins"). The one spec syntax of the library: controllers,
+    multi-user controllers and policies (``--policy name:key=value``) are all written this way; ``kind``
+    names the entry in messages."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError(f"{kind} spec must be 'name' or 'name:key=value,...', got {text!r}")
+    name, _, rest = text.strip().partition(":")
+    params = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, val = item.partition("=")
+        if not eq or not key.strip():
+            raise ValidationError(f"{kind} spec {text[:80]!r}: parameter {item[:40]!r} must be key=value")
+        if val.strip() in ("None", "none"):
+            val = None
+        else:
+            for conv in (int, float):
+                try:
+                    val = conv(val)
+                    break
+                except ValueError:  # also an integer string beyond Python's digit limit: then a float (inf)
+                    continue
+            if isinstance(val, int):
+                try:
+                    float(val)
+                except OverflowError:
+                    raise ValidationError(f"{kind} spec: parameter {key.strip()!r} is an integer of "
+                                          f"{len(str(abs(val)))} digits, beyond the float range") from None
+            elif isinstance(val, float) and not math.isfinite(val):
+                raise ValidationError(f"{kind} spec: parameter {key.strip()!r} must be a finite number, "
+                                      f"got {val}")
+        if key.strip() in params:
+            raise ValidationError(f"{kind} spec {text[:80]!r}: parameter {key.strip()!r} given twice")
+        params[key.strip()] = val
+    return name.strip(), params
+
+
+
+__all__ = ["parse_params", "Registry", "declared_params"]

@@ -60,6 +60,26 @@ def test_solve_refuses_parameters_the_policy_does_not_declare(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+def test_a_policy_spec_is_written_as_a_controller_spec(tmp_path):
+    """``--policy NAME:key=value,...`` (the spec syntax of controllers) gives what ``--set`` gives; a
+    parameter given in two places, or a malformed spec, is one line and exit 2."""
+    s = tmp_path / "s.json"
+    assert run("scenario", "--users", "3", "--seed", "1", "-o", str(s)).returncode == 0
+    a = run("solve", str(s), "--policy", "equal:draft_length=2", "--json")
+    b = run("solve", str(s), "--policy", "equal", "--set", "draft_length=2", "--json")
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    assert json.loads(a.stdout) == json.loads(b.stdout) and json.loads(a.stdout)["draft_lengths"] == [2, 2, 2]
+    for args, msg in ((["equal:draft_length=2", "--draft-length", "3"], "given twice"),
+                      (["equal:draft_length=2,draft_length=3"], "given twice"),
+                      (["equal:draft_length"], "must be key=value"),
+                      (["equal:draft_length=nan"], "finite"),
+                      (["equal:lenght=2"], "takes no parameter 'lenght'")):
+        r = run("solve", str(s), "--policy", *args)
+        assert r.returncode == 2 and msg in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+    r = run("emulate", str(s), "--policy", "equal:draft_length=2", "--rounds", "50", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["allocation"]["draft_lengths"] == [2, 2, 2], r.stderr
+
+
 def test_a_plugin_policy_runs_from_the_command_line(tmp_path):
     plugin = tmp_path / "my_policies.py"
     plugin.write_text(

@@ -38,7 +38,7 @@ class BalancePolicy:
     max_users: int | None = None
 
 
-REGISTRY: Registry[BalancePolicy] = Registry("policy", FAMILIES)
+REGISTRY: Registry[BalancePolicy] = Registry("policy", FAMILIES, forbidden=":,=")
 BALANCE_POLICIES: dict[str, BalancePolicy] = REGISTRY.entries
 
 

@@ -69,7 +69,7 @@ class Policy:
         return solve(scenario, self.name, **kwargs)
 
 
-REGISTRY: Registry[Policy] = Registry("policy", FAMILIES)
+REGISTRY: Registry[Policy] = Registry("policy", FAMILIES, forbidden=":,=")
 POLICIES: dict[str, Policy] = REGISTRY.entries
 
 

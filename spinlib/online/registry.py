@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..decision import never_stops
+from ..registry import parse_params
 from ..registry import Registry, declared_params
 from ..validation import ValidationError
 
@@ -174,43 +175,6 @@ def cspec(name: str, label: str = "", **params) -> ControllerSpec:
     """A :class:`ControllerSpec` (checked now: unknown names and parameters are one line)."""
     check_controller_params(name, params)
     return ControllerSpec(name, tuple(sorted(params.items())), label)
-
-
-def parse_params(text: str) -> tuple[str, dict]:
-    """``"name"`` or ``"name:key=value,key=value"`` -> ``(name, params)``: values parsed as int, float,
-    ``None`` (``None``/``none``) or string; one line for a malformed item or an integer beyond the
-    float range (a traceback in the controller's checks otherwise), a non-finite number (``nan``, ``inf``) or
-    a parameter given twice (never "the last one wins"). Shared by every spec parser."""
-    if not isinstance(text, str) or not text.strip():
-        raise ValidationError(f"controller spec must be 'name' or 'name:key=value,...', got {text!r}")
-    name, _, rest = text.strip().partition(":")
-    params = {}
-    for item in filter(None, rest.split(",")):
-        key, eq, val = item.partition("=")
-        if not eq or not key.strip():
-            raise ValidationError(f"controller spec {text[:80]!r}: parameter {item[:40]!r} must be key=value")
-        if val.strip() in ("None", "none"):
-            val = None
-        else:
-            for conv in (int, float):
-                try:
-                    val = conv(val)
-                    break
-                except ValueError:  # also an integer string beyond Python's digit limit: then a float (inf)
-                    continue
-            if isinstance(val, int):
-                try:
-                    float(val)
-                except OverflowError:
-                    raise ValidationError(f"controller spec: parameter {key.strip()!r} is an integer of "
-                                          f"{len(str(abs(val)))} digits, beyond the float range") from None
-            elif isinstance(val, float) and not math.isfinite(val):
-                raise ValidationError(f"controller spec: parameter {key.strip()!r} must be a finite number, "
-                                      f"got {val}")
-        if key.strip() in params:
-            raise ValidationError(f"controller spec {text[:80]!r}: parameter {key.strip()!r} given twice")
-        params[key.strip()] = val
-    return name.strip(), params
 
 
 def parse_spec(text: str) -> ControllerSpec:
