@@ -23,6 +23,7 @@ import numpy as np
 
 from .channel import db_to_linear, dbm_to_w, path_loss_db
 from .scenario import Downlink, Payload, Radio, Scenario, Server, User
+from .registry import Registry
 from .validation import ValidationError, check_int_range
 
 # --------------------------------------------------------------------------------------------
@@ -114,15 +115,37 @@ class Preset:
     def draft_times(self) -> np.ndarray:
         return np.array([roofline_draft_time(self.draft, c, self.eta_dev) for c in self.chips])
 
+    @property
+    def family(self) -> str:
+        """``"measured"`` (timings from data/measurements) or ``"roofline"`` (timings from rooflines)."""
+        return "measured" if self.server_t0_s is not None else "roofline"
+
+    @property
+    def params(self) -> dict:
+        return {}
+
 
 _CELL_SOURCES = (
     "Path loss 128.1 + 37.6 log10(d/km) dB, 8 dB log-normal shadowing: 3GPP TR 36.814 (macro, 2 GHz)",
     "Noise -174 dBm/Hz + 9 dB noise figure; UE power 23 dBm (3GPP power class 3)",
 )
 
-PRESETS: dict[str, Preset] = {
-    p.name: p
-    for p in [
+# measured preset -> (glob of its summaries under data/measurements, base preset for radio and payload)
+MEASURED_PRESETS = {"qwen-coder-measured": ("qwen-coder/*.summary.json", "qwen-7b-l4"),
+                    "smollm2-measured": ("smollm2-*/*.summary.json", "llama2-7b-l4")}
+PRESET_FAMILIES = ("roofline", "measured")
+PRESETS: Registry[Preset] = Registry("preset", PRESET_FAMILIES, forbidden=":,=")
+
+
+def register_preset(preset: Preset, replace: bool = False) -> Preset:
+    """Add a scenario preset (a :class:`Preset`): one entry, no edit inside the library; an equal preset may
+    register again, another one under a registered name only with ``replace``."""
+    if preset.name in MEASURED_PRESETS:
+        raise ValidationError(f"preset name {preset.name!r} is a measured preset's (built from data/measurements)")
+    return PRESETS.register(preset, replace=replace)
+
+
+for _p in [
         Preset(
             name="llama2-7b-l4",
             description="Llama-2-7B (fp16) verifying on an NVIDIA L4; Llama-68M drafts on phone/laptop chips; "
@@ -159,14 +182,11 @@ PRESETS: dict[str, Preset] = {
             alpha_range=(0.6, 0.9),
             bandwidth_hz=20e6,
         ),
-    ]
-}
+]:
+    register_preset(_p)
 
 DEFAULT_PRESET = "llama2-7b-l4"
 MEASURED_PRESET = "qwen-coder-measured"  # the real pair a reader meets first (notebook 05)
-# measured preset -> (glob of its summaries under data/measurements, base preset for radio and payload)
-MEASURED_PRESETS = {"qwen-coder-measured": ("qwen-coder/*.summary.json", "qwen-7b-l4"),
-                    "smollm2-measured": ("smollm2-*/*.summary.json", "llama2-7b-l4")}
 
 
 def measured_tasks(name: str = MEASURED_PRESET, temperature: float = 1.0, measurements_dir=None) -> list[dict]:

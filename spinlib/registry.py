@@ -1,6 +1,9 @@
 """One registry class for everything users can add by name: paper 1/2 policies
-(:mod:`spinlib.control.registry`), BALANCE policies (:mod:`spinlib.balance.registry`) and online
-controllers (:mod:`spinlib.online.registry`).
+(:mod:`spinlib.control.registry`), BALANCE policies (:mod:`spinlib.balance.registry`), online
+controllers (:mod:`spinlib.online.registry`), model pairs (:data:`spinlib.sd.models.PAIRS`), scenario
+presets (:data:`spinlib.presets.PRESETS`) and device energy presets
+(:data:`spinlib.online.energy.ENERGY_PRESETS`). A registry reads like a mapping (``name in R``,
+``R[name]``, ``R.items()``), and a data entry (a pair, a preset) is added with :meth:`Registry.register`.
 
 The rules are the same for all three: a name is a non-empty string without spaces; a family is
 one of the registry's families; registering a name twice is an error unless it is the same
@@ -67,17 +70,46 @@ class Registry(Generic[E]):
             raise ValidationError(f"family must be one of {self.families}, got {family!r}")
 
     def add(self, entry: E, definition: Any, replace: bool = False, what: str | None = None) -> None:
-        """Register ``entry`` (its ``name``); ``definition`` is the function or class behind it: the same
-        definition (module and qualified name) may register again, another one only with ``replace``."""
+        """Register ``entry`` (its ``name``); ``definition`` is the function or class behind it (the same
+        definition, by module and qualified name, may register again) or, for a data entry, the entry
+        itself (an equal entry may register again); another one only with ``replace``."""
         old = self.entries.get(entry.name)
         if old is not None and not replace:
-            prev = old.fn if hasattr(old, "fn") else old.cls
-            same = prev is definition or (getattr(prev, "__module__", None), getattr(prev, "__qualname__", None)) \
-                == (getattr(definition, "__module__", None), getattr(definition, "__qualname__", None))
+            prev = old.fn if hasattr(old, "fn") else old.cls if hasattr(old, "cls") else old
+            if callable(definition):
+                same = prev is definition or (getattr(prev, "__module__", None), getattr(prev, "__qualname__", None)) \
+                    == (getattr(definition, "__module__", None), getattr(definition, "__qualname__", None))
+            else:
+                same = prev == definition
             if not same:
                 raise ValidationError(f"{what or self.kind} {entry.name!r} is already registered; pass replace=True "
                                       "to overwrite it")
         self.entries[entry.name] = entry
+
+    def register(self, entry: E, replace: bool = False) -> E:
+        """Add a data entry (a frozen dataclass with ``name``, ``family``, ``description`` and ``params``):
+        its name and family checked, an equal entry may register again. Returns the entry."""
+        self.check_new(entry.name, entry.family)
+        self.add(entry, entry, replace=replace)
+        return entry
+
+    def __getitem__(self, name: str) -> E:
+        return self.get(name)
+
+    def __contains__(self, name) -> bool:
+        return name in self.entries
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def keys(self):
+        return self.entries.keys()
+
+    def values(self):
+        return self.entries.values()
+
+    def items(self):
+        return self.entries.items()
 
     def get(self, name: str) -> E:
         """The entry ``name``, or one line listing the registered names."""

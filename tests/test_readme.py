@@ -19,7 +19,8 @@ def _python_blocks(section: str) -> list[str]:
 
 
 @pytest.mark.campaign
-@pytest.mark.parametrize("section", ["Add your own policy", "Run sweeps on a cluster", "Certify your own search problem",
+@pytest.mark.parametrize("section", ["Add your own policy", "Add a model pair or a preset", "Run sweeps on a cluster",
+                                     "Certify your own search problem",
                                      "Map a claim over its region", "Drive real speculative decoding with any controller"])
 def test_readme_snippet_runs(section, tmp_path):
     code = "\n".join(_python_blocks(section))
@@ -30,6 +31,9 @@ def test_readme_snippet_runs(section, tmp_path):
     if section == "Add your own policy":
         assert "(2, 2, 2, 0, 0, 0)" in r.stdout  # the value its comment states
         assert "first-half-drafts" in r.stdout
+    elif section == "Add a model pair or a preset":
+        assert "low-bit-draft | SmolLM2-135M + RTN-5 (g16) draft" in r.stdout
+        assert "branch-and-bound optimal" in r.stdout and "draft_j_per_token=0.15" in r.stdout
     elif section == "Run sweeps on a cluster":
         assert re.search(r"^\d+ records$", r.stdout, flags=re.M)
     elif section == "Certify your own search problem":

@@ -18,6 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..registry import Registry
 from ..scenario import Scenario
 from ..validation import ValidationError, check_nonnegative
 
@@ -50,19 +51,48 @@ class EnergyModel:
                 + self.idle_power_w * np.asarray(wait_s, float))
 
 
-#: name -> (device power while drafting [W], transmit power [W], idle power [W], source)
-ENERGY_PRESETS = {
-    "phone-soc": (3.0, 0.2, 0.3, "phone SoC ~3 W under a small-model load (nominal); 23 dBm class-3 uplink"),
-    "orin-nano-7w": (7.0, 0.2, 0.3, "NVIDIA Jetson Orin Nano 7 W power mode (nominal); 23 dBm class-3 uplink"),
-}
+@dataclass(frozen=True)
+class EnergyPreset:
+    """A device's nominal powers [W] while drafting, transmitting and idle, with their ``source``."""
+
+    name: str
+    device_power_w: float
+    tx_power_w: float
+    idle_power_w: float
+    source: str
+    family: str = "nominal"
+
+    @property
+    def description(self) -> str:
+        return self.source
+
+    @property
+    def params(self) -> dict:
+        return {}
+
+
+ENERGY_PRESETS: Registry[EnergyPreset] = Registry("energy preset", ("nominal", "measured"), forbidden=":,=")
+
+
+def register_energy_preset(preset: EnergyPreset, replace: bool = False) -> EnergyPreset:
+    """Add a device energy preset: one entry, no edit inside the library (an equal one may register again)."""
+    for name in ("device_power_w", "tx_power_w", "idle_power_w"):
+        check_nonnegative(name, getattr(preset, name))
+    return ENERGY_PRESETS.register(preset, replace=replace)
+
+
+register_energy_preset(EnergyPreset("phone-soc", 3.0, 0.2, 0.3,
+                                    "phone SoC ~3 W under a small-model load (nominal); 23 dBm class-3 uplink"))
+register_energy_preset(EnergyPreset("orin-nano-7w", 7.0, 0.2, 0.3,
+                                    "NVIDIA Jetson Orin Nano 7 W power mode (nominal); 23 dBm class-3 uplink"))
 
 
 def energy_preset(name: str, t_d: float) -> EnergyModel:
     """The :data:`ENERGY_PRESETS` entry ``name`` with ``e_d = P_device t_d`` [J/token]."""
     if name not in ENERGY_PRESETS:
         raise ValidationError(f"energy preset must be one of {sorted(ENERGY_PRESETS)}, got {name!r}")
-    p_dev, p_tx, p_idle, _ = ENERGY_PRESETS[name]
-    return EnergyModel(p_dev * float(t_d), p_tx, p_idle)
+    p = ENERGY_PRESETS[name]
+    return EnergyModel(p.device_power_w * float(t_d), p.tx_power_w, p.idle_power_w)
 
 
 def device_energy(scenario: Scenario, preset: str = "phone-soc") -> tuple[EnergyModel, ...]:
@@ -71,8 +101,9 @@ def device_energy(scenario: Scenario, preset: str = "phone-soc") -> tuple[Energy
     scenario's ``P_k`` (the power behind the rate model; the presets' 0.2 W is the same 23 dBm)."""
     if preset not in ENERGY_PRESETS:
         raise ValidationError(f"energy_preset must be one of {sorted(ENERGY_PRESETS)}, got {preset!r}")
-    p_dev, _, p_idle, _ = ENERGY_PRESETS[preset]
-    return tuple(EnergyModel(p_dev * float(t), float(p), p_idle) for t, p in zip(scenario.tau, scenario.power))
+    ep = ENERGY_PRESETS[preset]
+    return tuple(EnergyModel(ep.device_power_w * float(t), float(p), ep.idle_power_w)
+                 for t, p in zip(scenario.tau, scenario.power))
 
 
 def _energy_arrays(models: Sequence[EnergyModel]):
@@ -88,4 +119,4 @@ def round_energy(models: Sequence[EnergyModel], L, upload_s, wait_s) -> np.ndarr
     return (np.asarray(L, float) * e + p_tx * np.asarray(upload_s, float) + p_idle * np.asarray(wait_s, float))
 
 
-__all__ = ["EnergyModel", "ENERGY_PRESETS", "energy_preset", "device_energy", "round_energy"]
+__all__ = ["EnergyModel", "EnergyPreset", "ENERGY_PRESETS", "register_energy_preset", "energy_preset", "device_energy", "round_energy"]

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ..cache import atomic_write_text, sha256_file
 from ..paths import ROOT
+from ..registry import Registry
 from ..validation import ValidationError
 
 
@@ -123,21 +124,44 @@ class Pair:
     def installed(self) -> bool:
         return all(is_installed(m) for m in self.models)
 
+    @property
+    def family(self) -> str:
+        """``"distinct-draft"`` (a packaged draft model) or ``"low-bit-draft"`` (the target's RTN copy)."""
+        return "distinct-draft" if self.draft_model is not None else "low-bit-draft"
+
+    @property
+    def description(self) -> str:
+        return f"{self.target} verifies; draft: {self.draft}"
+
+    @property
+    def params(self) -> dict:
+        return {}
+
+
+PAIR_FAMILIES = ("distinct-draft", "low-bit-draft")
+PAIRS: Registry[Pair] = Registry("pair", PAIR_FAMILIES, forbidden=":,=")
+
+
+def register_pair(pair: Pair, replace: bool = False) -> Pair:
+    """Add a model pair (its models must be :data:`PACKAGED` ones): one entry, no edit inside the library.
+    Re-registering an equal pair is allowed (a re-run notebook cell); another pair under a registered
+    name only with ``replace``."""
+    for m in pair.models:
+        if m not in PACKAGED:
+            raise ValidationError(f"pair {pair.name!r}: model {m!r} is not a packaged model ({sorted(PACKAGED)})")
+    return PAIRS.register(pair, replace=replace)
+
 
 # Bit widths chosen by measurement (notebook 05): RTN 4-bit with groups of 32 reproduces SmolLM2's
 # own Q4_1 grid exactly (alpha = 1, not a useful draft), so the drafts use other grids.
-PAIRS = {
-    p.name: p
-    for p in [
-        Pair("qwen-coder", "qwen2.5-coder-1.5b-instruct", draft_model="qwen2.5-coder-0.5b-instruct", kernel="auto",
-             label="Qwen2.5-Coder 0.5B -> 1.5B"),
-        Pair("smollm2-rtn6", "smollm2-135m-instruct", 6, 32),
-        Pair("smollm2-rtn4g16", "smollm2-135m-instruct", 4, 16),
-        Pair("smollm2-rtn3g16", "smollm2-135m-instruct", 3, 16),
-        Pair("gemma3-rtn4g16", "gemma-3-270m", 4, 16),
-        Pair("gemma3-rtn3g16", "gemma-3-270m", 3, 16),
-    ]
-}
+for _p in (Pair("qwen-coder", "qwen2.5-coder-1.5b-instruct", draft_model="qwen2.5-coder-0.5b-instruct", kernel="auto",
+                label="Qwen2.5-Coder 0.5B -> 1.5B"),
+           Pair("smollm2-rtn6", "smollm2-135m-instruct", 6, 32),
+           Pair("smollm2-rtn4g16", "smollm2-135m-instruct", 4, 16),
+           Pair("smollm2-rtn3g16", "smollm2-135m-instruct", 3, 16),
+           Pair("gemma3-rtn4g16", "gemma-3-270m", 4, 16),
+           Pair("gemma3-rtn3g16", "gemma-3-270m", 3, 16)):
+    register_pair(_p)
 
 
 TARGET_LABELS = {"smollm2-135m-instruct": "SmolLM2-135M", "gemma-3-270m": "Gemma-3-270M",
@@ -147,7 +171,7 @@ TARGET_LABELS = {"smollm2-135m-instruct": "SmolLM2-135M", "gemma-3-270m": "Gemma
 def pair_label(name: str) -> str:
     """A legend name for a packaged pair: its ``label``, or ``"SmolLM2-135M + RTN-4 (g16) draft"`` for a
     low-bit self-draft (the group size shown when it is not 32); unknown names are kept as they are."""
-    p = PAIRS.get(name)
+    p = PAIRS.entries.get(name)
     if p is None:
         return str(name)
     if p.label:
@@ -157,9 +181,8 @@ def pair_label(name: str) -> str:
 
 
 def get_pair(name: str) -> Pair:
-    if name not in PAIRS:
-        raise ValidationError(f"pair must be one of {sorted(PAIRS)}, got {name!r}")
-    return PAIRS[name]
+    """The registered pair ``name`` (one line listing the pairs otherwise)."""
+    return PAIRS.get(name)
 
 
 REAL_PAIR = "qwen-coder"  # the pair a reader meets first: distinct same-family models, real speed-ups
