@@ -1,9 +1,29 @@
 """Helpers shared by the test modules (pytest puts ``tests/`` on ``sys.path``; import as ``helpers``)."""
+import contextlib
+import io
 import subprocess
 import sys
+import warnings
 
 
-def spinlib_cli(*args, cwd=None, env=None, timeout=600):
-    """``python -m spinlib ARGS`` in a fresh process: its ``CompletedProcess`` (stdout and stderr as text)."""
-    return subprocess.run([sys.executable, "-m", "spinlib", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=timeout)
+def spinlib_cli(*args, cwd=None, env=None, timeout=600, fresh=False):
+    """``python -m spinlib ARGS``: its ``CompletedProcess`` (stdout and stderr as text).
+
+    Without ``cwd``, ``env`` or ``fresh`` the command runs in this process (:func:`spinlib.cli.main`,
+    the entry point ``python -m spinlib`` calls, with stdout and stderr captured and argparse's exit
+    caught): the same exit code and output without an interpreter start, which is most of a refusal
+    test's time. ``fresh=True`` (or a ``cwd``/``env``) runs a new process, for what needs one: plugins
+    loaded from files, environment variables, threads, real models.
+    """
+    if fresh or cwd is not None or env is not None or "--plugin" in args:  # a plugin registers process-wide
+        return subprocess.run([sys.executable, "-m", "spinlib", *args], capture_output=True, text=True, cwd=cwd,
+                              env=env, timeout=timeout)
+    from spinlib.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as e:  # argparse's own refusals (exit 2) and --help (exit 0)
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return subprocess.CompletedProcess([sys.executable, "-m", "spinlib", *args], code, out.getvalue(), err.getvalue())

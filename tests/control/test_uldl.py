@@ -156,9 +156,9 @@ def test_batched_search_matches_bruteforce_evaluation():
 
 @pytest.mark.campaign
 def test_adaptive_beats_all_ul_all_dl_and_paper1():
-    # 30 fresh cells (K = 1..8) per run; notebook 06 asserts the same on its 150 sweep points
+    # 15 random cells (K = 1..8, a fixed seed); notebook 06 asserts the same on its 150 sweep points
     rng = np.random.default_rng(5)
-    for _ in range(30):
+    for _ in range(15):
         s = random_uldl_scenario(int(rng.integers(1, 9)), rng)
         a = solve(s, "uldl-optimal", L_max=8)
         G_ul = solve(s, "all-ul", L_max=8).goodput_tokens_per_s

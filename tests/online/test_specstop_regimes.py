@@ -237,6 +237,7 @@ def test_the_per_token_variant_with_one_arm_is_specdecpp():
     assert len(a) == 2 and a == b
 
 
+@pytest.mark.campaign
 @pytest.mark.parametrize("delay_s", [0.05, 2.0])
 def test_the_per_token_variant_learns_a_good_threshold(delay_s):
     # on real traces its throughput lies within 10 % of the best of its arms run as fixed SpecDec++ thresholds
