@@ -391,7 +391,8 @@ def make_uldl_scenario(knob: str, value, seed: int, *, num_users: int = 8, dl_po
 # Checks against references (the notebooks' optimality tables)
 # ----------------------------------------------------------------------------------------------
 def exhaustive_gaps(n: int, seed: int, L_max: int = 6) -> list[dict]:
-    """Paper 1: ``1 - G(policy) / G(exhaustive)`` of heterogeneous-sync / -async on ``n`` random
+    """Paper 1: ``1 - G(policy) / G(exhaustive)`` of heterogeneous-sync / -async (told to branch, not to
+    enumerate: ``exhaustive_max=0``) on ``n`` random
     instances (K in 2..4, both presets, heterogeneity uniform in [0, 1]), with each solver's
     certified gap and whether its upper bound covers the exhaustive optimum. Wall-clock times are
     in the ``*_ms`` fields (timings, not results)."""
@@ -408,7 +409,7 @@ def exhaustive_gaps(n: int, seed: int, L_max: int = 6) -> list[dict]:
         for model, pol, ref in (("sync", "heterogeneous-sync", "exhaustive"),
                                 ("async", "heterogeneous-async", "exhaustive-async")):
             t0 = time.perf_counter()
-            opt = solve(s, pol, L_max=L_max)
+            opt = solve(s, pol, L_max=L_max, exhaustive_max=0)  # the search itself, not the tiny-K enumeration
             t1 = time.perf_counter()
             ex = solve(s, ref, L_max=L_max)
             t2 = time.perf_counter()
@@ -445,7 +446,8 @@ def uldl_structure_check(n: int, seed: int, L_max: int = 8) -> list[dict]:
 
 
 def uldl_length_check(n: int, seed: int) -> list[dict]:
-    """Paper 2: ``uldl-optimal`` (default parameters but L_max) against the joint optimum over every
+    """Paper 2: ``uldl-optimal`` (default parameters but L_max, and told to search rather than enumerate:
+    ``exhaustive_max=0``) against the joint optimum over every
     (mode assignment, length vector) -- the ``uldl-exhaustive`` reference -- on ``n`` random cells
     of K = 3 (L_max = 5) and ``n`` of K = 4 (L_max = 8), drawn alternately from ``seed``.
 
@@ -466,7 +468,7 @@ def uldl_length_check(n: int, seed: int) -> list[dict]:
         for K, L_max, sfx in ((3, 5, "_K3"), (4, 8, "")):
             s = random_uldl_scenario(K, rng)
             t0 = time.perf_counter()
-            a = solve(s, "uldl-optimal", L_max=L_max)
+            a = solve(s, "uldl-optimal", L_max=L_max, exhaustive_max=0)  # its search, not the tiny-K enumeration
             t1 = time.perf_counter()
             x = solve(s, "uldl-exhaustive", L_max=L_max)
             t2 = time.perf_counter()
