@@ -100,6 +100,7 @@ class BoundResult:
     frac_user : [M] a user whose over- and under-budget choices differ (-1: none).
     split_at : [M] the length to split that user's box after (children ``<= m`` and ``> m``).
     lo, hi : [M, K] the tightened boxes.
+    mu : [M] the budget multiplier of the first Dinkelbach step (the children's first guess).
     """
 
     upper: np.ndarray
@@ -108,10 +109,12 @@ class BoundResult:
     split_at: np.ndarray
     lo: np.ndarray
     hi: np.ndarray
+    mu: np.ndarray
 
 
 def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_lo, D_hi, lo, hi, theta0,
-                     n_dinkelbach: int = 3, n_mu: int = 40, tangent: bool = True, mu_tol: float = 1e-12) -> BoundResult:
+                     n_dinkelbach: int = 3, n_mu: int = 40, tangent: bool = True, mu_tol: float = 1e-12,
+                     mu0=None) -> BoundResult:
     """Lagrangian/Dinkelbach upper bounds of model (A) on M nodes at once (see the module docstring).
 
     Parameters
@@ -126,6 +129,9 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
     mu_tol : the multiplier search stops when the best ``Phi`` found is within ``mu_tol (|Phi| + theta den)``
         of the tangents' lower bound on its minimum (any multiplier gives a valid bound; this only
         decides how close to the best one the search goes).
+    mu0 : [M] a first guess of the budget multiplier (the parent node's; ``nan``: none); each later
+        Dinkelbach step starts from the previous step's multiplier (:func:`minimise_budget_dual`'s
+        ``mu_guess``: where to look first, never what is valid).
     """
     K, P = table.shape
     M = len(D_lo)
@@ -174,10 +180,13 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
     upper = np.full(M, np.inf)
     x_feas = lo2.copy()
     x_over = lo2.copy()
+    guess, mu_first = mu0, None
     for _ in range(n_dinkelbach):
         val = np.where(inbox, Nt - theta[:, None, None] * t1 * Ls[None, :, None], -np.inf)  # [M, P, K]
         dual = minimise_budget_dual(np.broadcast_to(val, costs.shape), costs, B, theta * const_per_theta, lo2, ok,
-                                    n_mu=n_mu, mu_tol=mu_tol)
+                                    n_mu=n_mu, mu_tol=mu_tol, mu_guess=guess)
+        guess = dual.mu
+        mu_first = dual.mu if mu_first is None else mu_first
         phi_best = dual.phi
         bound = np.where(phi_best >= 0, theta + phi_best / den_min, theta + phi_best / den_max)
         upper = np.minimum(upper, bound)
@@ -197,7 +206,7 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
     frac_user = np.where(diff.any(axis=1), np.argmax(diff, axis=1), -1)
     fk = np.maximum(frac_user, 0)
     split_at = np.minimum(x_over[np.arange(M), fk], x_feas[np.arange(M), fk])
-    return BoundResult(upper, x_feas, frac_user, split_at, lo2, hi2)
+    return BoundResult(upper, x_feas, frac_user, split_at, lo2, hi2, mu_first)
 
 
 def enumerate_boxes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -219,11 +228,11 @@ class SyncSearch:
     """
 
     def __init__(self, scenario: Scenario, rates: RateModel, table: np.ndarray, *, enum_max: int = 16,
-                 n_root: int = 16, tangent: bool = True):
+                 n_root: int = 16, tangent: bool = True, warm_start: bool = True):
         self.scenario, self.rates, self.table = scenario, rates, table
         self.K, P = table.shape
         self.L_max = P - 1
-        self.enum_max, self.n_root, self.tangent = enum_max, n_root, tangent
+        self.enum_max, self.n_root, self.tangent, self.warm_start = enum_max, n_root, tangent, warm_start
         self.c0 = float(sync_round_time(scenario, 0.0, 0.0))
         self.t1 = scenario.server.t1_s_per_token
 
@@ -251,7 +260,8 @@ class SyncSearch:
         edges = np.geomspace(d1 * (1 - SAFETY), D_top, self.n_root + 1)
         n = self.n_root
         return {"Dl": edges[:-1], "Dh": edges[1:], "lo": np.zeros((n, K), dtype=int),
-                "hi": np.full((n, K), L_max, dtype=int), "lo_new": np.zeros(n, bool), "hi_new": np.ones(n, bool)}
+                "hi": np.full((n, K), L_max, dtype=int), "lo_new": np.zeros(n, bool), "hi_new": np.ones(n, bool),
+                "mu": np.full(n, np.nan)}
 
     def expand(self, nodes: dict, inc: Incumbent):
         sc, rates = self.scenario, self.rates
@@ -259,26 +269,25 @@ class SyncSearch:
         closed = -np.inf
         # tighten the interval to [D*(lo), D*(hi)] where a box corner is new (an unchanged corner's makespan
         # already bounds the parent's interval, which the child inherits); enumerate the small boxes exactly
-        for corner, new, end in ((lo, nodes["lo_new"], "lo"), (hi, nodes["hi_new"], "hi")):
-            if new.any():
-                D_box, _ = min_makespan_bandwidth(sc, corner[new], rates)
-                if end == "lo":
-                    Dl = Dl.copy()
-                    Dl[new] = np.maximum(Dl[new], np.asarray(D_box) * (1 - SAFETY))
-                else:
-                    Dh = Dh.copy()
-                    Dh[new] = np.minimum(Dh[new], np.asarray(D_box))
+        lo_new, hi_new = nodes["lo_new"], nodes["hi_new"]
+        if lo_new.any():
+            Dl = Dl.copy()
+            Dl[lo_new] = np.maximum(Dl[lo_new], np.asarray(min_makespan_bandwidth(sc, lo[lo_new], rates)[0]) * (1 - SAFETY))
+        if hi_new.any():
+            Dh = Dh.copy()
+            Dh[hi_new] = np.minimum(Dh[hi_new], np.asarray(min_makespan_bandwidth(sc, hi[hi_new], rates)[0]))
         keep = Dl <= Dh
-        Dl, Dh, lo, hi = Dl[keep], Dh[keep], lo[keep], hi[keep]
+        Dl, Dh, lo, hi, mu = Dl[keep], Dh[keep], lo[keep], hi[keep], nodes["mu"][keep]
         small = np.log(hi - lo + 1).sum(axis=1) <= np.log(self.enum_max) + 1e-9
         if small.any():
             G = inc.offer(enumerate_boxes(lo[small], hi[small]))
             closed = float(np.max(G, initial=-np.inf))
-            Dl, Dh, lo, hi = Dl[~small], Dh[~small], lo[~small], hi[~small]
+            Dl, Dh, lo, hi, mu = Dl[~small], Dh[~small], lo[~small], hi[~small], mu[~small]
         if not len(Dl):
             return {}, closed, 0
         res = sync_node_bounds(sc, rates, self.table, Dl, Dh, lo, hi, inc.threshold,
-                               mu_tol=max(1e-12, 1e-3 * inc.gap), tangent=self.tangent)
+                               mu_tol=max(1e-12, 1e-3 * inc.gap), tangent=self.tangent,
+                               mu0=mu if self.warm_start else None)
         feas = res.upper > -np.inf
         Dx = np.zeros(len(Dl))
         if feas.any():  # the under-budget choices: candidates, and their makespans place the interval cuts
@@ -286,7 +295,7 @@ class SyncSearch:
             inc.consider(res.x_feas[feas], G)
         moved = {"lo_moved": (res.lo != lo).any(axis=1), "hi_moved": (res.hi != hi).any(axis=1)}  # tightened corners
         return ({"Dl": Dl, "Dh": Dh, "lo": res.lo, "hi": res.hi, "ub": res.upper, "frac": res.frac_user, **moved,
-                 "split": res.split_at, "Dx": Dx}, closed, len(Dl))
+                 "split": res.split_at, "Dx": Dx, "mu": res.mu}, closed, len(Dl))
 
     def split(self, p: dict, inc: Incumbent) -> dict:
         """On the makespan (at the relaxed solution's own makespan when inside the interval, else the
@@ -314,12 +323,14 @@ class SyncSearch:
         return {"Dl": np.concatenate([pDl, np.where(by_D, D_cut, pDl)]),
                 "Dh": np.concatenate([np.where(by_D, D_cut, pDh), pDh]), "lo": lo, "hi": hi,
                 "lo_new": np.concatenate([p["lo_moved"], p["lo_moved"] | ~by_D]),
-                "hi_new": np.concatenate([p["hi_moved"] | ~by_D, p["hi_moved"]])}
+                "hi_new": np.concatenate([p["hi_moved"] | ~by_D, p["hi_moved"]]),
+                "mu": np.concatenate([p["mu"], p["mu"]])}
 
 
 def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarray, L_inc, G_inc: float, *,
                           gap: float = 1e-9, time_limit_s: float = 10.0, max_nodes: int | None = None, batch: int = 64,
-                          enum_max: int = 16, n_root: int = 16, tangent: bool = True) -> SearchResult:
+                          enum_max: int = 16, n_root: int = 16, tangent: bool = True,
+                          warm_start: bool = True) -> SearchResult:
     """Best-first branch-and-bound of model (A) from the incumbent ``(L_inc, G_inc)``: the engine of
     :func:`spinlib.control.search.best_first` on :class:`SyncSearch`.
 
@@ -334,13 +345,16 @@ def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarra
     enum_max : boxes with at most this many vectors are enumerated exactly.
     n_root : geometric makespan intervals of the root partition.
     tangent : the two-end node bound (default) or the one-end bound (:func:`sync_node_bounds`).
+    warm_start : a child's multiplier search starts from its parent's multiplier (default; ``False``:
+        every search starts cold, the reference of ``benchmarks/certified_scaling.py``).
 
     Returns
     -------
     SearchResult
         ``x`` the lengths [K], ``value >= G_inc``; ``upper_bound >= G*`` (module docstring).
     """
-    problem = SyncSearch(scenario, rates, table, enum_max=enum_max, n_root=n_root, tangent=tangent)
+    problem = SyncSearch(scenario, rates, table, enum_max=enum_max, n_root=n_root, tangent=tangent,
+                         warm_start=warm_start)
     return best_first(problem, np.asarray(L_inc, dtype=int), G_inc, gap=gap, time_limit_s=time_limit_s,
                       max_nodes=max_nodes, batch=batch)
 

@@ -73,7 +73,7 @@ from .bandwidth import (
 )
 from .branch_and_bound import branch_and_bound_sync
 from .branch_and_bound_async import branch_and_bound_async
-from .search import EXHAUSTIVE_MAX_VECTORS, check_gap, exhaustive, few_vectors, length_vectors
+from .search import EXHAUSTIVE_MAX_VECTORS, check_exhaustive_max, check_gap, exhaustive_if_small
 from .homogeneous import solve_homogeneous
 from .registry import register_policy
 
@@ -272,11 +272,11 @@ def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateMod
     gap = check_gap(gap)
     time_limit_s = check_nonnegative("time_limit_s", time_limit_s)
     nodes = node_budget(scenario.num_users) if max_nodes is None else check_int_range("max_nodes", max_nodes, 1, 10**9)
-    exhaustive_max = check_int_range("exhaustive_max", exhaustive_max, 0, 10**7)
+    check_exhaustive_max(exhaustive_max)
     t_start = time.perf_counter()
     rates, K, table, hom = _prepare(scenario, L_max, rates)
-    if few_vectors(K, L_max, exhaustive_max):
-        res = exhaustive(lambda X: evaluate_sync_lengths(scenario, X, table, rates)[0], length_vectors(K, L_max))
+    res = exhaustive_if_small(lambda X: evaluate_sync_lengths(scenario, X, table, rates)[0], K, L_max, exhaustive_max)
+    if res is not None:
         return _sync_allocation(scenario, rates, table, res, 0, hom)
     big = K > BNB_FULL_USERS
     pool = [np.array(hom.draft_lengths), np.zeros(K, dtype=int)]
@@ -384,11 +384,11 @@ def solve_heterogeneous_async(scenario: Scenario, L_max: int = 16, rates: RateMo
     gap = check_gap(gap)
     time_limit_s = check_nonnegative("time_limit_s", time_limit_s)
     nodes = node_budget(scenario.num_users) if max_nodes is None else check_int_range("max_nodes", max_nodes, 1, 10**9)
-    exhaustive_max = check_int_range("exhaustive_max", exhaustive_max, 0, 10**7)
+    check_exhaustive_max(exhaustive_max)
     t_start = time.perf_counter()
     rates, K, table, hom = _prepare(scenario, L_max, rates)
-    if few_vectors(K, L_max, exhaustive_max):
-        res = exhaustive(lambda X: evaluate_async_lengths(scenario, X, table, rates)[0], length_vectors(K, L_max))
+    res = exhaustive_if_small(lambda X: evaluate_async_lengths(scenario, X, table, rates)[0], K, L_max, exhaustive_max)
+    if res is not None:
         return _async_allocation(scenario, rates, table, res, 0, hom)
     L_feas, L_over = async_lagrangian(scenario, table, L_max, rates)
     # the multiplier brackets the budget: the under- and over-budget choices, and every

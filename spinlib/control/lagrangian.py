@@ -45,6 +45,7 @@ class BudgetDual:
     x_over : [M, K] the choice at the over-budget end (``mu = 0`` when ``done``).
     used_under, used_over : [M] their costs at the larger end.
     done : [M] the budget does not bind (the choice at ``mu = 0`` fits).
+    mu : [M] the multiplier of ``phi`` (0 when ``done``).
     """
 
     phi: np.ndarray
@@ -53,6 +54,7 @@ class BudgetDual:
     used_under: np.ndarray
     used_over: np.ndarray
     done: np.ndarray
+    mu: np.ndarray
 
 
 def _ends(val, cost, B: float, const, mu):
@@ -107,8 +109,52 @@ def _larger(idx, phi, used):
     return out_idx, out_phi, out_used
 
 
+def _cold_start(val, cost, B: float, const, lo_idx):
+    """The bracket of the nodes given (module docstring): the choice at ``mu = 0`` (``done`` where it fits),
+    and ``mu_hi`` above every exchange rate, moved to the lowest crossing while the larger end descends.
+    Returns ``(done, lo, hi)`` with ``lo``/``hi`` tuples ``(mu, phi, used, idx of the larger end,
+    idx of every end)``."""
+    E, M, P, K = val.shape
+    zero = np.zeros(M)
+    ends0 = _ends(val, cost, B, const, zero)
+    idx0, phi0, used0 = _larger(*ends0)
+    done = used0 <= B
+    # a multiplier above every positive exchange rate of every end: everyone takes its cheapest length
+    lo3 = lo_idx[None, :, None, :]
+    v_min = np.take_along_axis(val, lo3, 2)  # [E, M, 1, K]
+    c_min = np.take_along_axis(cost, lo3, 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = (val - v_min) / (cost - c_min)
+    ratio = np.where(np.isfinite(val) & (cost > c_min), ratio, 0.0)
+    mu_hi = np.maximum(ratio.max(axis=(0, 2, 3)), 0.0) * (1 + 1e-9) + 1e-300
+    ends_hi = _ends(val, cost, B, const, mu_hi)
+    idx_hi, phi_hi, used_hi = _larger(*ends_hi)
+    # beyond mu_hi every end is the line p_e + s_e (mu - mu_hi); if the larger one descends (its cheapest
+    # needs exceed B), the minimum of their maximum is where it meets an ascending one (the lowest crossing)
+    ce = c_min[:, :, 0].sum(axis=-1)  # [E, M]
+    s = B - ce
+    for _ in range(2):
+        desc = ~done & (used_hi > B)
+        if not desc.any():
+            break
+        p = v_min[:, :, 0].sum(axis=-1) - mu_hi * ce + mu_hi * B + const
+        step = np.full(M, np.inf)
+        for a in range(E):
+            for b in range(E):
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    x = (p[a] - p[b]) / (s[b] - s[a])
+                step = np.where((s[a] < 0) & (s[b] >= 0) & np.isfinite(x) & (x > 0), np.minimum(step, x), step)
+        move = desc & np.isfinite(step)
+        if not move.any():
+            break
+        mu_hi = np.where(move, (mu_hi + np.where(move, step, 0.0)) * (1 + 1e-12) + 1e-300, mu_hi)
+        ends_hi = _ends(val, cost, B, const, mu_hi)
+        idx_hi, phi_hi, used_hi = _larger(*ends_hi)
+    return done, (zero, phi0, used0, idx0, ends0[0]), (mu_hi, phi_hi, used_hi, idx_hi, ends_hi[0])
+
+
 def minimise_budget_dual(val, cost, B: float, const, lo_idx, ok, *, n_mu: int = 40,
-                         mu_tol: float = 0.0) -> BudgetDual:
+                         mu_tol: float = 0.0, mu_guess=None, guess_width: float = 0.05) -> BudgetDual:
     """``min_{mu >= 0} Phi(mu)`` per node by the intersection of tangents (module docstring).
 
     Parameters
@@ -129,51 +175,48 @@ def minimise_budget_dual(val, cost, B: float, const, lo_idx, ok, *, n_mu: int = 
         Steps of the tangent search after the bracket.
     mu_tol : float
         Relative stop (module docstring); 0 searches to a vertex or ``n_mu``.
+    mu_guess : float array [M], optional
+        A multiplier near the minimum (a parent node's, the previous Dinkelbach step's; ``nan``: none).
+        The search first tries the bracket ``mu_guess (1 -+ guess_width)``: where the choice is over
+        budget at its lower end and fits at its upper end, the minimum lies inside and both the
+        ``mu = 0`` pass and the exchange-rate bracket are skipped (the users that do not move between
+        the two ends are then never evaluated again). Elsewhere the search starts cold. The guess
+        changes only where the search looks first, never the validity of the bound.
 
     Returns
     -------
     BudgetDual
+        ``mu`` [M]: the multiplier of ``phi`` (a guess for a related search).
     """
     E, M, P, K = val.shape
-    zero = np.zeros(M)
     scale = np.abs(const).max(axis=0)  # [M]
-    ends0 = _ends(val, cost, B, const, zero)
-    idx0, phi0, used0 = _larger(*ends0)
-    done = used0 <= B
-    # a multiplier above every positive exchange rate of every end: everyone takes its cheapest length
-    lo3 = lo_idx[None, :, None, :]
-    v_min = np.take_along_axis(val, lo3, 2)  # [E, M, 1, K]
-    c_min = np.take_along_axis(cost, lo3, 2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = (val - v_min) / (cost - c_min)
-    ratio = np.where(np.isfinite(val) & (cost > c_min), ratio, 0.0)
-    mu_hi = np.maximum(ratio.max(axis=(0, 2, 3)), 0.0) * (1 + 1e-9) + 1e-300
-    ends_hi = _ends(val, cost, B, const, mu_hi)
-    idx_hi, phi_hi, used_hi = _larger(*ends_hi)
-    # beyond mu_hi every end is the line p_e + s_e (mu - mu_hi); if the larger one descends (its cheapest
-    # needs exceed B), the minimum of their maximum is where it meets an ascending one (the lowest crossing)
-    ce = c_min[:, :, 0].sum(axis=-1)  # [E, M]
-    s = B - ce
-    for _ in range(2):
-        desc = ~done & ok & (used_hi > B)
-        if not desc.any():
-            break
-        p = v_min[:, :, 0].sum(axis=-1) - mu_hi * ce + mu_hi * B + const
-        step = np.full(M, np.inf)
-        for a in range(E):
-            for b in range(E):
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    x = (p[a] - p[b]) / (s[b] - s[a])
-                step = np.where((s[a] < 0) & (s[b] >= 0) & np.isfinite(x) & (x > 0), np.minimum(step, x), step)
-        move = desc & np.isfinite(step)
-        if not move.any():
-            break
-        mu_hi = np.where(move, (mu_hi + np.where(move, step, 0.0)) * (1 + 1e-12) + 1e-300, mu_hi)
-        ends_hi = _ends(val, cost, B, const, mu_hi)
-        idx_hi, phi_hi, used_hi = _larger(*ends_hi)
-    mu_lo, phi_lo, used_lo, idx_lo = zero.copy(), phi0.copy(), used0.copy(), idx0.copy()
-    ends_lo, ends_hi = ends0[0].copy(), ends_hi[0].copy()  # every end's choice at mu_lo and mu_hi [E, M, K]
-    phi_best = np.where(done, phi0, np.minimum(phi0, phi_hi))
+    done = np.zeros(M, dtype=bool)
+    mu_lo, phi_lo, used_lo = np.zeros(M), np.full(M, np.inf), np.zeros(M)
+    mu_hi, phi_hi, used_hi = np.zeros(M), np.full(M, np.inf), np.zeros(M)
+    idx_lo, idx_hi = np.zeros((M, K), dtype=np.intp), np.zeros((M, K), dtype=np.intp)
+    ends_lo, ends_hi = np.zeros((E, M, K), dtype=np.intp), np.zeros((E, M, K), dtype=np.intp)
+    warm = np.zeros(M, dtype=bool)
+    if mu_guess is not None:
+        g = np.broadcast_to(np.asarray(mu_guess, dtype=float), (M,))
+        W = np.flatnonzero(ok & np.isfinite(g) & (g > 0))
+        if W.size:
+            v, c, k = val[:, W], cost[:, W], const[:, W]
+            ma, mb = g[W] * (1 - guess_width), g[W] * (1 + guess_width)
+            ea, eb = _ends(v, c, B, k, ma), _ends(v, c, B, k, mb)
+            (ia, pa, ua), (ib, pb, ub) = _larger(*ea), _larger(*eb)
+            hit = (ua > B) & (ub <= B)
+            H = W[hit]
+            warm[H] = True
+            mu_lo[H], phi_lo[H], used_lo[H], idx_lo[H], ends_lo[:, H] = ma[hit], pa[hit], ua[hit], ia[hit], ea[0][:, hit]
+            mu_hi[H], phi_hi[H], used_hi[H], idx_hi[H], ends_hi[:, H] = mb[hit], pb[hit], ub[hit], ib[hit], eb[0][:, hit]
+    C = np.flatnonzero(~warm)
+    if C.size:
+        d, lo_s, hi_s = _cold_start(val[:, C], cost[:, C], B, const[:, C], lo_idx[C])
+        done[C] = d
+        mu_lo[C], phi_lo[C], used_lo[C], idx_lo[C], ends_lo[:, C] = lo_s
+        mu_hi[C], phi_hi[C], used_hi[C], idx_hi[C], ends_hi[:, C] = hi_s
+    phi_best = np.where(done, phi_lo, np.minimum(phi_lo, phi_hi))
+    mu_best = np.where(done | (phi_lo <= phi_hi), mu_lo, mu_hi)
     live = ~done & ok & (used_hi <= B)
     for _ in range(n_mu):
         sel = np.flatnonzero(live)
@@ -188,7 +231,9 @@ def minimise_budget_dual(val, cost, B: float, const, lo_idx, ok, *, n_mu: int = 
         line = phi_lo[sel] + s_lo * (mu_x - m_lo)
         ends_x = _ends_between(val, cost, B, const, mu_x, sel, ends_lo, ends_hi)
         idx_x, phi_x, used_x = _larger(*ends_x)
-        phi_best[sel] = np.minimum(phi_best[sel], phi_x)
+        better = phi_x < phi_best[sel]
+        phi_best[sel] = np.where(better, phi_x, phi_best[sel])
+        mu_best[sel] = np.where(better, mu_x, mu_best[sel])
         vertex = phi_x <= line + 1e-13 * (np.abs(line) + scale[sel])
         over = used_x > B
         lo_s, hi_s = sel[over & ~vertex], sel[~over & ~vertex]
@@ -198,8 +243,8 @@ def minimise_budget_dual(val, cost, B: float, const, lo_idx, ok, *, n_mu: int = 
         ends_lo[:, lo_s], ends_hi[:, hi_s] = ends_x[0][:, lo_x], ends_x[0][:, hi_x]
         near = phi_best[sel] - line <= mu_tol * (np.abs(phi_best[sel]) + scale[sel])
         live[sel] = ~vertex & ~near & ((mu_hi[sel] - mu_lo[sel]) > 1e-14 * mu_hi[sel])
-    return BudgetDual(phi_best, np.where(done[:, None], idx0, idx_hi), np.where(done[:, None], idx0, idx_lo),
-                      np.where(done, used0, used_hi), np.where(done, used0, used_lo), done)
+    return BudgetDual(phi_best, np.where(done[:, None], idx_lo, idx_hi), idx_lo,
+                      np.where(done, used_lo, used_hi), used_lo, done, mu_best)
 
 
 __all__ = ["BudgetDual", "minimise_budget_dual"]

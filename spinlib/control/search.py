@@ -36,7 +36,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from ..validation import ValidationError, check_nonnegative
+from ..validation import ValidationError, check_int_range, check_nonnegative
 
 
 def check_gap(gap) -> float:
@@ -261,6 +261,22 @@ def length_vectors(K: int, L_max: int) -> np.ndarray:
     return np.array(list(itertools.product(range(L_max + 1), repeat=K)), dtype=int).reshape(-1, K)
 
 
+def check_exhaustive_max(value) -> int:
+    """The solvers' ``exhaustive_max`` (largest search space they enumerate) as an int in
+    [0, 10^7] (one line otherwise; 0 always branches)."""
+    return check_int_range("exhaustive_max", value, 0, 10**7)
+
+
+def exhaustive_if_small(evaluate: Callable[[np.ndarray], np.ndarray], K: int, L_max: int,
+                        exhaustive_max: int) -> SearchResult | None:
+    """The dispatch of every certified solver: :func:`exhaustive` over all of ``{0..L_max}^K`` when it has
+    at most ``exhaustive_max`` vectors (validated by :func:`check_exhaustive_max`), else ``None`` (the
+    caller branches)."""
+    if not few_vectors(K, L_max, check_exhaustive_max(exhaustive_max)):
+        return None
+    return exhaustive(evaluate, length_vectors(K, L_max))
+
+
 def exhaustive(evaluate: Callable[[np.ndarray], np.ndarray], points: np.ndarray, chunk: int = 20_000) -> SearchResult:
     """The best of ``points`` [n, ...] by their exact values (``evaluate``, in chunks): the optimum of the
     space they cover, certified with a zero gap (``upper_bound = value``, status "optimal", method
@@ -279,5 +295,5 @@ def exhaustive(evaluate: Callable[[np.ndarray], np.ndarray], points: np.ndarray,
     return SearchResult(best_x, best_v, cert)
 
 
-__all__ = ["EXHAUSTIVE_MAX_VECTORS", "few_vectors", "length_vectors", "exhaustive", "Certificate", "SearchResult", "Incumbent", "NodeSearch", "best_first", "check_gap",
+__all__ = ["EXHAUSTIVE_MAX_VECTORS", "check_exhaustive_max", "exhaustive_if_small", "few_vectors", "length_vectors", "exhaustive", "Certificate", "SearchResult", "Incumbent", "NodeSearch", "best_first", "check_gap",
            "certified_status", "relative_gap"]

@@ -51,7 +51,7 @@ from ..rounds import Allocation, sync_goodput
 from ..scenario import Scenario
 from ..validation import ValidationError, check_int_range, check_nonnegative, count_text
 from .bandwidth import min_makespan_bandwidth, required_bandwidth
-from .search import EXHAUSTIVE_MAX_VECTORS, Certificate, check_gap, few_vectors
+from .search import EXHAUSTIVE_MAX_VECTORS, Certificate, check_exhaustive_max, check_gap, few_vectors
 from .branch_and_bound_uldl import branch_and_bound_uldl
 from .power import min_max_downlink_power, required_power
 from .registry import register_policy
@@ -425,7 +425,7 @@ def solve_uldl_optimal(scenario: Scenario, L_max: int = 16, exact_max_users: int
     gap = check_gap(gap)
     time_limit_s = check_nonnegative("time_limit_s", time_limit_s)
     check_int_range("max_nodes", max_nodes, 0, 10**9)
-    exhaustive_max = check_int_range("exhaustive_max", exhaustive_max, 0, 10**7)
+    exhaustive_max = check_exhaustive_max(exhaustive_max)
     t = time.perf_counter()
     prob = Problem(scenario, L_max)
     K = prob.K

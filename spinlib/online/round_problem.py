@@ -44,7 +44,7 @@ from ..channel import RateModel
 from ..control.bandwidth import min_makespan_bandwidth, required_bandwidth
 from ..control.branch_and_bound import SAFETY, enumerate_boxes
 from ..control.lagrangian import minimise_budget_dual
-from ..control.search import EXHAUSTIVE_MAX_VECTORS, best_first, exhaustive, few_vectors, length_vectors
+from ..control.search import EXHAUSTIVE_MAX_VECTORS, best_first, exhaustive_if_small
 from ..rounds import sync_round_time
 from ..scenario import Scenario
 from ..validation import ValidationError
@@ -142,7 +142,6 @@ def _node_bounds(u, w, price, c0, rates, tau, S, B, Dl, Dh, lo, hi, n_mu: int = 
     the tightened boxes.
     """
     K, P = u.shape
-    M = len(Dl)
     Ls = np.arange(P)
     L3 = Ls[None, :, None]
     cost = required_bandwidth(rates, S, L3, tau[None, None, :], Dh[:, None, None])
@@ -219,8 +218,8 @@ def maximise_round(scenario: Scenario, rates: RateModel, u, w, price: float, *, 
         raise ValidationError(f"price must be a finite number >= 0, got {price!r}")
     L_max = P - 1
     problem = _RoundSearch(scenario, rates, u, w, price, enum_max, n_root)
-    if few_vectors(K, L_max, exhaustive_max):
-        res = exhaustive(problem.evaluate, length_vectors(K, L_max))
+    res = exhaustive_if_small(problem.evaluate, K, L_max, exhaustive_max)
+    if res is not None:
         D, b = min_makespan_bandwidth(scenario, res.x, rates)
         return RoundSolution(np.asarray(res.x).copy(), np.asarray(b), float(D), res.value, res.value, "optimal", 0)
     pool = np.vstack([np.zeros((1, K), dtype=int)] + [np.asarray(s, dtype=int).reshape(1, K) for s in seeds])

@@ -8,6 +8,8 @@ against an independent reference: the same dual written as a linear program and 
 the needs are: the kernel's value is never below the LP's minimum (it is a value of the dual, so a
 valid bound) and within 1e-7 of it (the search ends at the vertex), the under-budget choice fits
 the budget and costs what the kernel says, and a node whose choice at ``mu = 0`` fits is ``done``.
+The same holds for a search started from a guess of the multiplier (``mu_guess``: the minimum's own
+multiplier, a multiple of it, a random one): a guess changes where the search looks, never its answer.
 """
 import os
 
@@ -66,28 +68,49 @@ def lp_minimum(val, cost, B, const, m) -> float:
     return float(res.fun)
 
 
+def guesses(rng, d, M):
+    """No guess, the search's own multiplier, a multiple of it (near and far), and random ones (or none)."""
+    yield "none", None
+    yield "its own", d.mu
+    f = rng.choice([0.97, 1.02, 0.5, 3.0])
+    yield f"x{f}", d.mu * f
+    yield "random", np.where(rng.random(M) < 0.8, rng.exponential(1.0, M), np.nan)
+
+
 def test_kernel_matches_the_lp_on_fresh_instances():
     seed = int(os.environ.get("SPINLIB_TEST_SEED", np.random.SeedSequence().entropy % (1 << 63)))
     rng = np.random.default_rng(seed)
     checked = 0
     for i in range(150):
         val, cost, B, const, lo, ok = draw(rng)
-        d = minimise_budget_dual(val, cost, B, const, lo, ok)
-        E, M, P, K = val.shape
-        for m in np.flatnonzero(ok):
-            where = f"seed {seed}, instance {i}, node {m}: E={E} P={P} K={K}"
-            ref = lp_minimum(val, cost, B, const, m)
-            scale = 1.0 + abs(ref) + np.abs(const[:, m]).max()
-            assert d.phi[m] >= ref - 1e-9 * scale, where
-            assert d.phi[m] <= ref + 1e-7 * scale, where
-            # the under-budget choice: in the box, within the budget at its end, and its cost as reported
-            x = d.x_under[m]
-            assert np.all((x >= lo[m]) & np.isfinite(val[0, m, x, np.arange(K)])), where
-            used = cost[:, m, x, np.arange(K)].sum(axis=-1)
-            assert np.any(np.isclose(used, d.used_under[m], rtol=1e-12, atol=0)), where
-            assert d.used_under[m] <= B, where
-            at0 = np.argmax(val[:, m], axis=1)  # the choices at mu = 0
-            if cost[:, m, at0, np.arange(K)].sum(axis=-1).max() <= B:
-                assert d.done[m], where
-            checked += 1
-    assert checked >= 200, f"seed {seed}: only {checked} nodes checked"
+        cold = minimise_budget_dual(val, cost, B, const, lo, ok)
+        refs = {m: lp_minimum(val, cost, B, const, m) for m in np.flatnonzero(ok)}
+        for name, g in guesses(rng, cold, len(ok)):
+            checked += check_against_lp(minimise_budget_dual(val, cost, B, const, lo, ok, mu_guess=g),
+                                        val, cost, B, lo, const, refs, f"seed {seed}, instance {i}, guess {name}")
+    assert checked >= 800, f"seed {seed}: only {checked} nodes checked"
+
+
+def check_against_lp(d, val, cost, B, lo, const, refs, label) -> int:
+    """The kernel's answer ``d`` against the LP minimum ``refs[m]`` of every searched node m."""
+    E, M, P, K = val.shape
+    checked = 0
+    for m, ref in refs.items():
+        where = f"{label}, node {m}: E={E} P={P} K={K}"
+        scale = 1.0 + abs(ref) + np.abs(const[:, m]).max()
+        assert d.phi[m] >= ref - 1e-9 * scale, where
+        assert d.phi[m] <= ref + 1e-7 * scale, where
+        # the under-budget choice: in the box, within the budget at its end, and its cost as reported
+        x = d.x_under[m]
+        assert np.all((x >= lo[m]) & np.isfinite(val[0, m, x, np.arange(K)])), where
+        used = cost[:, m, x, np.arange(K)].sum(axis=-1)
+        assert np.any(np.isclose(used, d.used_under[m], rtol=1e-12, atol=0)), where
+        assert d.used_under[m] <= B, where
+        at0 = np.argmax(val[:, m], axis=1)  # the choices at mu = 0
+        if cost[:, m, at0, np.arange(K)].sum(axis=-1).max() <= B:
+            assert d.done[m], where
+        # the multiplier reported is the one of the value reported
+        at = np.max(np.max(val[:, m] - d.mu[m] * cost[:, m], axis=1).sum(axis=-1) + d.mu[m] * B + const[:, m])
+        assert np.isclose(at, d.phi[m], rtol=1e-9, atol=1e-9 * scale), where
+        checked += 1
+    return checked
