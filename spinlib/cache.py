@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import re
-import tempfile
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -110,6 +110,16 @@ def _verified_entry(path: Path, name: str, canon) -> Any:
     return _MISS
 
 
+def cache_name(fn: Callable) -> str:
+    """The name a function is keyed by in the results cache: ``<namespace>.<qualified name>``, the
+    namespace being its module's ``CACHE_NAMESPACE`` when the module sets one (the module its studies
+    were first cached under: a study that moves keeps its cached results) and the module's name
+    otherwise."""
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    namespace = getattr(module, "CACHE_NAMESPACE", None) or fn.__module__
+    return f"{namespace}.{fn.__qualname__}"
+
+
 def _key_default(x):
     """Key encoding beyond :func:`json_default`: functions by qualified name, dataclasses as dicts."""
     import dataclasses
@@ -117,7 +127,7 @@ def _key_default(x):
     if isinstance(x, (range, set, frozenset)):
         return sorted(x) if isinstance(x, (set, frozenset)) else list(x)
     if callable(x) and hasattr(x, "__qualname__"):
-        return f"{x.__module__}.{x.__qualname__}"
+        return cache_name(x)
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         # the fields that define the object (compare=True): diagnostics such as Allocation.info
         # (solver timings) or Scenario.meta do not change what a computation means
@@ -131,11 +141,11 @@ def cached_call(fn: Callable, *args, version: int | str = 0, recompute: bool = F
                 cache_dir: Path | None = None, **kwargs) -> Any:
     """``fn(*args, **kwargs)`` through the results cache, keyed by the function and its bound arguments.
 
-    The key is the function's qualified name, ``version`` (bump it when the function's output
+    The key is the function's name (:func:`cache_name`), ``version`` (bump it when the function's output
     changes) and every argument after :meth:`inspect.Signature.bind` and defaults applied, except
     those in ``exclude`` (where the work runs, not what it computes), plus ``depends_on`` (data the
     function reads that is not an argument, e.g. a measured preset's values). Functions in arguments are
-    keyed by their qualified names, dataclasses by their identity fields (``compare=True``: an
+    keyed by their names (:func:`cache_name`), dataclasses by their identity fields (``compare=True``: an
     allocation's solver diagnostics in ``info`` are not part of its key). No hand-built keys::
 
         records = cached_call(sweep, make_scenario, "num_users", [2, 5], n_seeds=4, seed=0,
@@ -154,7 +164,7 @@ def cached_call(fn: Callable, *args, version: int | str = 0, recompute: bool = F
             arguments.update({kk: vv for kk, vv in v.items() if kk not in exclude})
         else:
             arguments[k] = v
-    config = json.loads(json.dumps({"fn": f"{fn.__module__}.{fn.__qualname__}", "version": version,
+    config = json.loads(json.dumps({"fn": cache_name(fn), "version": version,
                                     "arguments": arguments, "depends_on": depends_on or {}},
                                    sort_keys=True, default=_key_default))
     return cached(fn.__name__, config, lambda: fn(*args, **kwargs), recompute=recompute, cache_dir=cache_dir)

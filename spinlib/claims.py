@@ -178,7 +178,6 @@ def claim(id: str, template: str, *, holds: bool, scope: str = "", paper: str | 
 
 
 def _write() -> None:
-    d = _STATE["directory"]
     records = [asdict(c) for c in _STATE["claims"].values()]
     atomic_write_text(_partial_path(), json.dumps(records, indent=1, default=json_default, sort_keys=True) + "\n")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cliargs import SEED_MAX, seed_arg  # noqa: F401  (seed_arg: the CLIs' shared argument type)
+from .cliargs import seed_arg
 from .jsonio import loads_json, read_json
 from .scenario import MAX_USERS, Scenario
 from .registry import parse_params
@@ -267,7 +267,7 @@ def _real_controller(cspec, args, pair: str, payload):
     import numpy as np
 
     from .modes import realised_bits
-    from .online.experiments import pooled_survival
+    from .online.measured import pooled_survival
     from .online.real_rounds import one_user_env
     from .online.registry import make_controller
     from .online.traces import pair_tasks

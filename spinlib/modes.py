@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .acceptance import accept_all_table  # noqa: F401  (pi_L, used with mode_payload)
 from .channel import downlink_rate
 from .scenario import FEEDBACK_COUNT_BITS as COUNT_BITS, Payload, Scenario
 from .validation import ValidationError

@@ -191,7 +191,7 @@ MEASURED_PRESET = "qwen-coder-measured"  # the real pair a reader meets first (n
 
 def measured_tasks(name: str = MEASURED_PRESET, temperature: float = 1.0, measurements_dir=None) -> list[dict]:
     """The task summaries a measured preset is built from (one typed reader for both of its users:
-    :func:`measured_preset` and :func:`spinlib.experiments.measured_preset_gain_intervals`).
+    :func:`measured_preset` and :func:`spinlib.studies.allocation.measured_preset_gain_intervals`).
 
     One record per summary under ``measurements_dir`` (default ``data/measurements``) that has the
     temperature: ``file`` (name), ``alpha`` and ``alpha_ci95`` (its 95 % bootstrap interval, or
@@ -392,7 +392,7 @@ class UnreliableTimingWarning(UserWarning):
 
 def read_measured_summary(path) -> dict:
     """A measurement summary (notebook 05, ``*.summary.json``) read strictly
-    (:func:`spinlib.scenario.read_json`) and checked: ``by_temperature`` maps temperatures to objects
+    (:func:`spinlib.jsonio.read_json`) and checked: ``by_temperature`` maps temperatures to objects
     with a number ``alpha`` and a list ``prefix_profile``, and ``timing`` holds the numbers the
     presets use. A truncated or edited summary is one :class:`ValidationError` line naming the file."""
     from .jsonio import loads_json, read_text_checked

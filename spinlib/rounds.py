@@ -144,7 +144,7 @@ class Allocation:
 
     @classmethod
     def from_json(cls, source: str | Path) -> "Allocation":
-        """Load from a JSON string or a path to a JSON file (one-line errors, :func:`~spinlib.scenario.read_json`)."""
+        """Load from a JSON string or a path to a JSON file (one-line errors, :func:`~spinlib.jsonio.read_json`)."""
         return cls.from_dict(read_json(source, "allocation"))
 
 
@@ -338,14 +338,14 @@ def evaluate(scenario: Scenario, alloc: Allocation, round_model: str | None = No
         t_ver_k = scenario.server.verification_time(L + 1)
         G = float(async_goodput(scenario, L, N, b))
         util = float(np.sum(t_ver_k / Tk))
-    for field, arr in (("uplink", t_up), ("downlink", t_dl), ("round", Tk)):
+    for phase, arr in (("uplink", t_up), ("downlink", t_dl), ("round", Tk)):
         if arr is None:
             continue
         bad = np.flatnonzero(~np.isfinite(np.atleast_1d(np.asarray(arr, dtype=float))))
         if bad.size:
             k = int(bad[0])
             raise ValidationError(
-                f"user {k}: {field} time is not finite (bandwidth_hz[{k}] = {alloc.bandwidth_hz[k]!r}"
+                f"user {k}: {phase} time is not finite (bandwidth_hz[{k}] = {alloc.bandwidth_hz[k]!r}"
                 + ("" if alloc.dl_power_w is None else f", dl_power_w[{k}] = {alloc.dl_power_w[k]!r}")
                 + "): too small to carry its payload")
     return Evaluation(

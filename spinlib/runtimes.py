@@ -71,7 +71,7 @@ def record_tests(junit: Path, wall_s: int, exit_code: int, tier: str = "default"
     The file maps each tier (``default``: the README's test command; ``all``: every tier, slow
     included) to ``{tests, passed, failures, errors, skipped, wall_s, exit_code, commit, by_module,
     slowest}``: ``by_module`` the summed test time [s] of each test module (``tests.control.test_search``),
-    largest first; ``slowest`` the :data:`SLOWEST` longest tests ``[id, seconds]`` (pytest's
+    (the README names the largest); ``slowest`` the :data:`SLOWEST` longest tests ``[id, seconds]`` (pytest's
     ``--durations``, kept with the run).
     """
     from .paths import ROOT
@@ -92,7 +92,7 @@ def record_tests(junit: Path, wall_s: int, exit_code: int, tier: str = "default"
     slowest = sorted(cases, key=lambda c: -c[2])[:SLOWEST]
     rec = {**count, "passed": count["tests"] - count["failures"] - count["errors"] - count["skipped"],
            "wall_s": int(wall_s), "exit_code": int(exit_code), "commit": _commit(),
-           "by_module": {m: round(t, 1) for m, t in sorted(by_module.items(), key=lambda kv: -kv[1])},
+           "by_module": {m: round(t, 1) for m, t in by_module.items()},
            "slowest": [[f"{m}::{n}", round(t, 1)] for m, n, t in slowest]}
     tiers = _load(out).get("tiers", {}) if out.exists() else {}
     tiers = {t: r for t, r in tiers.items() if t in TIERS}
@@ -128,7 +128,7 @@ def readme_block(notebooks_json: Path, tests_json: Path) -> str:
                      f"failed, {t['errors']} errors, {t['skipped']} skipped) in {_duration(t['wall_s'])} "
                      f"(commit `{(t.get('commit') or '?')[:7]}`).")
         if t.get("by_module"):
-            top = list(t["by_module"].items())[:5]
+            top = sorted(t["by_module"].items(), key=lambda kv: -kv[1])[:5]  # the file keeps keys sorted by name
             lines.append("Longest modules: " + ", ".join(f"`{m}` {_duration(x)}" for m, x in top) + "; longest test: "
                          + (f"`{t['slowest'][0][0]}` {_duration(t['slowest'][0][1])}." if t.get("slowest") else "none."))
     return "\n".join(lines) + "\n"

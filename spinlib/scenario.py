@@ -43,19 +43,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from .jsonio import (MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_JSON_INT, loads_json, read_json,  # noqa: F401
-                     read_text_checked, write_json)
-from .validation import (PHYSICAL_RANGES, ValidationError, check_alpha, check_int_range, check_keys,  # noqa: F401
-                         check_nonnegative, check_physical, check_positive, check_real, count_text, field_names,
-                         required_fields)
+from .jsonio import read_json, write_json
+from .validation import (ValidationError, check_alpha, check_int_range, check_keys, check_physical, check_real,
+                         field_names, required_fields)
 
 
 #: the largest vocabulary a payload may name (real ones are below 300,000 tokens)

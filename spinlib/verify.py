@@ -20,7 +20,7 @@ import math
 import sys
 from pathlib import Path
 
-from .cache import TIMING_KEY, is_timing  # noqa: F401  (re-exported: the one definition)
+from .cache import is_timing
 
 
 def diff(a, b, path: str = "", rtol: float = 1e-9, atol: float = 1e-12) -> list[str]:

@@ -131,6 +131,31 @@ def test_every_file_a_reader_is_pointed_to_exists():
     assert not missing, missing
 
 
+def test_nothing_below_the_studies_imports_them():
+    """``spinlib.studies`` is the top layer: no module outside it imports it (at any depth)."""
+    edges = _graph()
+    offenders = sorted(f"{m} -> {t}" for m, ts in edges.items() if not m.startswith("spinlib.studies")
+                       for t in ts if t == "spinlib.studies" or t.startswith("spinlib.studies."))
+    assert not offenders, offenders
+    assert any(m.startswith("spinlib.studies.") for m in edges)  # the layer exists, so the check can fail
+
+
+def test_a_moved_study_keeps_its_cache_key():
+    """A study module's ``CACHE_NAMESPACE`` keys its functions (the module they were first cached under);
+    a module without one keys by its own name."""
+    from spinlib.cache import cache_name
+    from spinlib.experiments import sweep
+    from spinlib.studies import allocation, balance, online, paper_maps, replanning, replay
+
+    assert cache_name(online.regret_study) == "spinlib.online.experiments.regret_study"
+    assert cache_name(balance.served_sweep) == "spinlib.balance.experiments.served_sweep"
+    assert cache_name(replay.prompt_betas) == "spinlib.emulator.replay.prompt_betas"
+    assert cache_name(replanning.replan_under_fading) == "spinlib.online.replan.replan_under_fading"
+    assert cache_name(allocation.exhaustive_gaps) == "spinlib.experiments.exhaustive_gaps"
+    assert cache_name(paper_maps.paper1_gain_point) == "spinlib.maps.paper1_gain_point"
+    assert cache_name(sweep) == "spinlib.experiments.sweep"
+
+
 def test_tests_mirror_the_library():
     """``tests/<package>/`` exists only for a package of ``spinlib`` (the layout mirrors the library)."""
     packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}

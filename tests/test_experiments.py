@@ -203,7 +203,7 @@ def test_measured_preset_gain_intervals_are_reproducible_and_bracket_nothing_imp
     import numpy as np
 
     from spinlib.control import solve
-    from spinlib.experiments import measured_preset_gain_intervals
+    from spinlib.studies.allocation import measured_preset_gain_intervals
     from spinlib.presets import MEASURED_PRESET, get_preset, random_scenario
 
     r1 = measured_preset_gain_intervals(MEASURED_PRESET, num_users=1, n_cells=3, n_boot=6, seed=4)

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from spinlib.maps import (Grid, cell_verdicts, grid_records, grid_seeds, paper1_gain_point, paper2_dl_side_point,
-                          region_text)
+from spinlib.maps import Grid, cell_verdicts, grid_records, grid_seeds, region_text
+from spinlib.studies.paper_maps import paper1_gain_point, paper2_dl_side_point
 from spinlib.validation import ValidationError
 
 
@@ -99,7 +99,8 @@ def test_online_points_are_the_arena_and_check_their_axes():
     """UCB-SpecStop's margins and GELATO's gains at one point: finite, consistent with a direct arena
     run (the margin is the ratio of the two controllers' throughputs), unknown axes are one line."""
     from spinlib.online import ArenaConfig, Delay, cspec, run_arena
-    from spinlib.online.experiments import gelato_gain_point, pair_streams, pair_timings, specstop_margin_point
+    from spinlib.online.measured import pair_streams, pair_timings
+    from spinlib.studies.online import gelato_gain_point, specstop_margin_point
 
     cell = {"delay_ms": 300, "draft_cost_ratio": 0.2, "pair": "smollm2-rtn4g16", "rounds": 200, "users": 2}
     m = specstop_margin_point(cell, 5)
@@ -123,7 +124,7 @@ def test_balance_hybrid_point_is_the_regime_point_and_never_negative(seed):
     """The map's gain is (BALANCE - better single mode) / K of the same instance hybrid_regime_point
     solves (defaults = the generator's), >= 0, and an unknown axis is one line."""
     from spinlib.balance import random_instance, solve_balance
-    from spinlib.balance.experiments import HYBRID_MAP_DEFAULTS, balance_hybrid_point
+    from spinlib.studies.balance import HYBRID_MAP_DEFAULTS, balance_hybrid_point
 
     rng = np.random.default_rng(seed)
     K = int(rng.integers(5, 60))
@@ -162,7 +163,7 @@ def test_cell_verdicts_every_rule_is_the_seedwise_min_and_max(seed):
 def test_paper1_compensation_point_detects_both_directions(seed):
     """The homogeneous split gives a slower or farther user more bandwidth (a theorem of equal finish
     times: every user compensated on fresh random cells); a *faster* draft must read as not compensated."""
-    from spinlib.maps import paper1_compensation_point
+    from spinlib.studies.paper_maps import paper1_compensation_point
 
     rng = np.random.default_rng([27, seed])
     cell = {"num_users": int(rng.integers(2, 30)), "bandwidth_mhz": float(rng.choice([1.0, 10.0, 40.0])),
@@ -180,7 +181,7 @@ def test_paper1_rewards_point_agrees_with_the_exhaustive_optimum(seed):
     exhaustive optimum (an independent reference) of the same cell."""
     from spinlib import User, random_scenario
     from spinlib.control import solve
-    from spinlib.maps import paper1_rewards_point
+    from spinlib.studies.paper_maps import paper1_rewards_point
 
     cell = {"num_users": 3, "bandwidth_mhz": float([1.0, 5.0, 20.0][seed])}
     r = paper1_rewards_point(cell, seed)
@@ -198,7 +199,7 @@ def test_paper1_rewards_point_agrees_with_the_exhaustive_optimum(seed):
 @pytest.mark.parametrize("seed", range(4))
 def test_paper2_structure_point_is_the_exhaustive_comparison(seed):
     from spinlib.control import uldl as U
-    from spinlib.maps import paper2_structure_point
+    from spinlib.studies.paper_maps import paper2_structure_point
     from spinlib.presets import random_uldl_scenario
 
     cell = {"num_users": 3 + seed, "dl_power_dbm": 20.0 + 8 * seed}
@@ -223,7 +224,7 @@ def test_critical_delay_and_log_growth_points_on_random_costs(seed):
     """The closed-form critical delay's sign says whether one drafted token is optimal at zero delay
     (checked by enumerating J(L) directly), the brute-force flip agrees, and the optimal length's slope
     in ln D is near the law's 1 / ln(1/alpha)."""
-    from spinlib.online.experiments import _map_costs, critical_delay_point, log_growth_point
+    from spinlib.studies.online import _map_costs, critical_delay_point, log_growth_point
     from spinlib.online.stopping import iid_survival, per_token_latency
 
     rng = np.random.default_rng([28, seed])
@@ -243,7 +244,7 @@ def test_critical_delay_and_log_growth_points_on_random_costs(seed):
 
 
 def test_regret_and_gelato_v_points_are_finite_and_fit_like_regret_exponent():
-    from spinlib.online.experiments import _growth_fitter, gelato_v_point, regret_exponent, regret_growth_point
+    from spinlib.studies.online import _growth_fitter, gelato_v_point, regret_exponent, regret_growth_point
 
     cell = {"c": 0.5, "delay_ms": 200, "pair": "smollm2-rtn4g16", "rounds": 300, "users": 2}
     r = regret_growth_point(cell, 3)

@@ -44,14 +44,15 @@ def test_test_suite_record_from_junit(tmp_path):
     assert "`bash run_all.sh test --all` (every tier), last run: 10 tests" in readme_block(tmp_path / "none.json", out)
     with pytest.raises(ValidationError, match="tier must be one of default, all"):
         record_tests(junit, 1, 0, "fast", out)
-    # per-test durations: summed by module (largest first) and the slowest tests kept with the run
+    # per-test durations: summed by module and the slowest tests kept with the run; the README names the
+    # largest modules first (not in the file's order, which is by name: tests.b is the larger here)
     junit.write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="3" failures="0" errors="0" '
                      'skipped="0"><testcase classname="tests.a" name="t1" time="2.0"/><testcase classname="tests.b" '
-                     'name="t2" time="5.5"/><testcase classname="tests.a" name="t3" time="4.0"/></testsuite></testsuites>')
+                     'name="t2" time="9.5"/><testcase classname="tests.a" name="t3" time="4.0"/></testsuite></testsuites>')
     rec = json.loads(record_tests(junit, 12, 0, "default", out).read_text())["tiers"]["default"]
-    assert list(rec["by_module"].items()) == [("tests.a", 6.0), ("tests.b", 5.5)]
-    assert rec["slowest"] == [["tests.b::t2", 5.5], ["tests.a::t3", 4.0], ["tests.a::t1", 2.0]]
-    assert "Longest modules: `tests.a` 6 s, `tests.b` 6 s; longest test: `tests.b::t2` 6 s." in \
+    assert rec["by_module"] == {"tests.a": 6.0, "tests.b": 9.5}
+    assert rec["slowest"] == [["tests.b::t2", 9.5], ["tests.a::t3", 4.0], ["tests.a::t1", 2.0]]
+    assert "Longest modules: `tests.b` 10 s, `tests.a` 6 s; longest test: `tests.b::t2` 10 s." in \
         readme_block(tmp_path / "none.json", out)
     junit.write_text("not xml")
     with pytest.raises(ValidationError, match="JUnit"):

@@ -320,7 +320,7 @@ class BalanceInstance:
 
     @classmethod
     def from_json(cls, source: str | Path) -> "BalanceInstance":
-        """Load from a JSON string or a path to a JSON file (one-line errors, :func:`~spinlib.scenario.read_json`)."""
+        """Load from a JSON string or a path to a JSON file (one-line errors, :func:`~spinlib.jsonio.read_json`)."""
         return cls.from_dict(read_json(source, "instance"))
 
 

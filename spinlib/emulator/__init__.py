@@ -28,7 +28,6 @@ from .config import ACCEPTANCE_MODELS, COMPUTE_MODELS, SERVER_MODELS, EmulatorCo
 from .fading import FADING_MODELS, Fading
 from .links import transfer_times
 from .real_traces import REAL_TASKS, real_prompts, real_trace
-from .replay import PREDICTIONS, acceptance_scenarios, prompt_betas, real_rounds_vs_models
 from .stats import ratio_interval, ratio_sum_interval
 from .testbed import EmulationResult, emulate
 from .traces import Trace, synthetic_trace, trace_bits, uplink_mask
@@ -36,5 +35,4 @@ from .traces import Trace, synthetic_trace, trace_bits, uplink_mask
 __all__ = ["emulate", "EmulatorConfig", "EmulationResult", "Fading", "FADING_MODELS", "ACCEPTANCE_MODELS",
            "SERVER_MODELS", "COMPUTE_MODELS", "Trace", "synthetic_trace", "trace_bits", "uplink_mask",
            "transfer_times", "ClockResult", "sync_clock", "async_clock", "ratio_interval", "ratio_sum_interval",
-           "REAL_TASKS", "PREDICTIONS", "real_prompts", "real_trace", "prompt_betas", "acceptance_scenarios",
-           "real_rounds_vs_models"]
+           "REAL_TASKS", "real_prompts", "real_trace"]

@@ -19,7 +19,7 @@ batch's verification as the measured batched pass.
 
 This module is a trace source of the testbed (:func:`spinlib.emulator.testbed.emulate` with
 ``cfg.real_models``); the study that compares replayed rounds with the analysis is
-:mod:`spinlib.emulator.replay`. torch and the models are imported inside the functions that need them.
+:mod:`spinlib.studies.replay`. torch and the models are imported inside the functions that need them.
 """
 
 from __future__ import annotations

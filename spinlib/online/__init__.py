@@ -14,7 +14,7 @@
   cheap rules, a per-device energy queue); its own registry (``@register_multiuser_controller``).
   The per-round problem and its certified maximiser are in :mod:`~spinlib.online.round_problem`;
   :mod:`~spinlib.online.replan` plays them (:func:`run_replan`) and holds the notebook's study
-  :func:`~spinlib.online.replan.replan_under_fading`.
+  :func:`~spinlib.studies.replanning.replan_under_fading`.
 
 Notebook 10 quotes what the papers state (their abstracts) and reproduces it on our models; the
 module docstrings state the models we chose.
@@ -23,7 +23,7 @@ from . import anchors, gelato, specstop  # noqa: F401  (registers the library's 
 from .arena import ArenaConfig, ArenaResult, Delay, Stream, energy_queue, mean_ci, run_arena
 from .energy import ENERGY_PRESETS, EnergyModel, energy_preset
 from .multiuser import MultiUserController, mspec, multiuser_controller_names, register_multiuser_controller
-from .replan import ReplanConfig, ReplanResult, replan_under_fading, run_replan
+from .replan import ReplanConfig, ReplanResult, run_replan
 from .registry import (CONTROLLERS, Controller, ControllerSpec, Env, controller_names, cspec, get_controller,
                        make_controller, parse_spec, register_controller)
 from .stopping import (RoundCosts, brute_force_length, critical_delay, critical_delay_iid, iid_survival,
@@ -34,4 +34,4 @@ __all__ = ["ArenaConfig", "ArenaResult", "Delay", "Stream", "run_arena", "energy
            "cspec", "get_controller", "make_controller", "parse_spec", "register_controller", "RoundCosts",
            "brute_force_length", "critical_delay", "critical_delay_iid", "iid_survival", "large_delay_length",
            "optimal_stopping", "per_token_latency", "MultiUserController", "ReplanConfig", "ReplanResult", "mspec",
-           "multiuser_controller_names", "register_multiuser_controller", "replan_under_fading", "run_replan"]
+           "multiuser_controller_names", "register_multiuser_controller", "run_replan"]

@@ -131,7 +131,7 @@ def cmd_arena(args) -> int:
 
     from ..emulator.fading import Fading
     from ..validation import ValidationError, check_int_range
-    from .arena import ArenaConfig, Delay, Stream, run_arena
+    from .arena import ArenaConfig, Stream, run_arena
     from .registry import REGISTRY
 
     from ..control.registry import load_env_plugins, load_plugin

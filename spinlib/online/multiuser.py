@@ -56,7 +56,7 @@ Controllers (registry :func:`register_multiuser_controller`; add your own in one
 
 The per-round problem of ``replan-dinkelbach`` and ``energy-queue`` and its exact maximiser are in
 :mod:`spinlib.online.round_problem`; the simulator (:func:`spinlib.online.replan.run_replan`) and
-the notebook's study (:func:`spinlib.online.replan.replan_under_fading`) in :mod:`spinlib.online.replan`;
+the notebook's study (:func:`spinlib.studies.replanning.replan_under_fading`) in :mod:`spinlib.studies.replanning`;
 the devices' energy (:func:`spinlib.online.energy.device_energy`) in :mod:`spinlib.online.energy`.
 """
 from __future__ import annotations

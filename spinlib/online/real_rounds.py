@@ -38,11 +38,11 @@ from .traces import PromptTrace, load_pair_traces, run_lengths
 def one_user_env(pair: str, *, L_max: int, delay_s: float, bits_per_token: float, energy_budget_j: float,
                  rng: np.random.Generator, survival=None) -> Env:
     """What a controller knows driving the real engine for one user of ``pair``: the pair's measured
-    timings (:func:`spinlib.online.experiments.pair_timings`), the phone-SoC energy preset at its
+    timings (:func:`spinlib.online.measured.pair_timings`), the phone-SoC energy preset at its
     drafting time, the mean delay [s], the uplink bits per drafted token, the energy budget [J/round]
     and (oracles only) the prefix survival ``[1, L_max + 1]``."""
     from .energy import energy_preset
-    from .experiments import pair_timings
+    from .measured import pair_timings
 
     tim = pair_timings(pair)
     return Env(K=1, L_max=L_max, mean_delay_s=delay_s, bits_per_token=bits_per_token,
@@ -88,7 +88,7 @@ def real_vs_replay(pair: str, rules, *, tasks, n_prompts: int, max_new_tokens: i
 
     ``rules`` are controller specs (``"name"`` or ``"name:key=value"``); each (rule, prompt) gets a
     fresh controller whose generator is spawned from ``seed``. The timings of the controllers'
-    :class:`Env` are the pair's measured ones (:func:`spinlib.online.experiments.pair_timings`).
+    :class:`Env` are the pair's measured ones (:func:`spinlib.online.measured.pair_timings`).
     """
     import torch
 

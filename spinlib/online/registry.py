@@ -27,7 +27,6 @@ may end the round early), then ``update(out)`` with what the round realised (``o
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +35,6 @@ import numpy as np
 from ..decision import never_stops
 from ..registry import parse_params
 from ..registry import Registry, declared_params
-from ..validation import ValidationError
 
 FAMILIES = ("specstop", "anchor", "gelato", "oracle", "multi-user", "user")
 

@@ -1,4 +1,5 @@
-"""The multi-user simulator: every re-planner played on common random numbers, and the notebook's study.
+"""The multi-user simulator: every re-planner played on common random numbers (the notebook's study is
+:func:`spinlib.studies.replanning.replan_under_fading`).
 
 The simulator (:func:`run_replan`) plays every controller on common random numbers: acceptance
 uniforms and fading from ``numpy.random.default_rng(seed)`` in the testbed's order (all
@@ -14,14 +15,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
 from ..acceptance import prefix_table, sample_accepted, tokens_table
 from ..control.heterogeneous import BNB_FULL_USERS, solve_heterogeneous_sync
 from ..emulator.clock import sync_clock
-from ..emulator.fading import FADING_MODELS, Fading
+from ..emulator.fading import Fading
 from ..emulator.testbed import MAX_ROUND_USER_CELLS
 from ..emulator.traces import Trace, trace_bits
 from ..rounds import Allocation, sync_round_time, uplink_time
@@ -274,52 +274,10 @@ def run_replan(scenario: Scenario, controllers, config: ReplanConfig | None = No
     return out
 
 
-# ----------------------------------------------------------------------------------------------
-# the notebook's driver
-# ----------------------------------------------------------------------------------------------
+#: the controllers the replan command and the notebook's study play by default
 DEFAULT_CONTROLLERS = ("plan-on-average", "server-only", "replan-ratio", "replan-dinkelbach", "replan-bandwidth",
                        "replan-drop", "replan-coordinate", "energy-queue")
 
 
-def replan_under_fading(n_cells: int = 2, num_users: int = 4, rounds: int = 250, seed: int = 0,
-                        fadings: Sequence[str] = FADING_MODELS, controllers: Sequence = DEFAULT_CONTROLLERS,
-                        L_max: int = 8, timings: bool = False) -> list[dict]:
-    """Every controller on ``n_cells`` random cells under each fading model: long records.
-
-    Cells are :func:`spinlib.presets.random_scenario` ``(num_users, s_i)`` with ``s_i`` from
-    :func:`spinlib.experiments.sweep_seeds` ``(seed, n_cells)``; cell ``i`` is played with
-    ``ReplanConfig(rounds, seed=i, fading, L_max)`` (as :func:`spinlib.experiments.fading_gains`
-    emulates its cells). The default sizes run in well under a minute on a 2-core machine.
-
-    Returns
-    -------
-    list of dict
-        One per (cell, fading, controller): ``cell``, ``fading``, and :meth:`ReplanResult.record`
-        (``goodput_tokens_per_s`` with ``ci_low``/``ci_high`` (99 %), ``tokens_per_round``,
-        ``round_time_s``, ``mean_L``, ``energy_per_token_j``, ``energy_per_round_j``, ``solver_status``,
-        and for energy controllers ``budget_j``, ``debt_j``, ``max_debt_j``, ``energy_over_budget``).
-        With ``timings`` also ``wall_s`` (not reproducible).
-    """
-    from ..experiments import sweep_seeds
-    from ..presets import random_scenario
-
-    check_int_range("n_cells", n_cells, 1, 1000)
-    check_int_range("num_users", num_users, 1, MAX_USERS)
-    fadings = tuple(fadings)
-    for f in fadings:
-        if f not in FADING_MODELS:
-            raise ValidationError(f"fadings must hold names from {FADING_MODELS}, got {f!r}")
-    specs = [parse_mspec(c) for c in controllers]
-    rows = []
-    for i, sd in enumerate(sweep_seeds(seed, n_cells)):
-        s = random_scenario(num_users, sd)
-        avg = solve_heterogeneous_sync(s, L_max)
-        for f in fadings:
-            cfg = ReplanConfig(rounds=rounds, seed=i, fading=Fading(f), L_max=L_max)
-            res = run_replan(s, specs, cfg, average_plan=avg, timings=timings)
-            rows += [{"cell": i, "fading": f, **r.record()} for r in res]
-    return rows
-
-
 __all__ = ["MAX_USERS", "MAX_ROUNDS", "ACCEPTANCE", "ReplanConfig", "ReplanResult", "multiuser_env", "play",
-           "run_replan", "DEFAULT_CONTROLLERS", "replan_under_fading"]
+           "run_replan", "DEFAULT_CONTROLLERS"]

@@ -178,7 +178,7 @@ def read_traces(path) -> dict[int, dict]:
 
 
 def _strict_json(text: str, path) -> Any:
-    """:func:`spinlib.scenario.loads_json` (duplicate keys, non-finite numbers, depth refused)."""
+    """:func:`spinlib.jsonio.loads_json` (duplicate keys, non-finite numbers, depth refused)."""
     return loads_json(text, str(path))
 
 

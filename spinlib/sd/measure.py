@@ -257,7 +257,7 @@ def read_records(path) -> dict:
     """The finished records of a measurement JSONL, keyed by (kind, question_id, temperature, L).
 
     A torn *last* line (an interrupted run) is dropped and measured again; any other line that is not
-    a valid record (strict JSON: :func:`spinlib.scenario.loads_json`), or that repeats the key of an
+    a valid record (strict JSON: :func:`spinlib.jsonio.loads_json`), or that repeats the key of an
     earlier line, is refused with one line naming the file, the line and the field (a repeated line
     would otherwise be pooled twice, or the last one would silently win).
     """
@@ -284,7 +284,6 @@ def read_records(path) -> dict:
 
 def read_summary(path):
     """A summary JSON, or None when it is unreadable or not a JSON object (the caller recomputes it)."""
-    import json
 
     from ..jsonio import loads_json
 
@@ -324,7 +323,7 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     from ..scenario import Payload
     from .engine import mean_tokens_per_round, speculative_generate
     from .models import PACKAGED, get_pair, load_pair, pair_kernel
-    from .prompts import MAX_PROMPT_TOKENS, encode, encode_intact, load_prompts
+    from .prompts import encode, encode_intact, load_prompts
 
     pair = get_pair(pair_name)
     cfg = {"pair": pair_name, "task": task, "n_prompts": n_prompts, "max_new_tokens": max_new_tokens,
@@ -424,8 +423,6 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     atomic_write_text(summ, json.dumps(summary, indent=2) + "\n")
     return summary
 
-
-MAX_PROMPT_TOKENS = 1024  # packaged-draft pairs (Qwen: 32k context); the cost of a prefill bounds it here
 
 
 def time_pair(target, draft, probe_ids: list[int], *, threads: int | None = None, allow_busy: bool = False,

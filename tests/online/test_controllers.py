@@ -348,7 +348,7 @@ def test_cli_arena_bad_input(argv, words, capsys):
 
 
 def test_fit_inverse_v_recovers_the_law_and_refuses_bad_input():
-    from spinlib.online.experiments import fit_inverse_v
+    from spinlib.studies.online import fit_inverse_v
     from spinlib.validation import ValidationError
 
     rng = np.random.default_rng(7)

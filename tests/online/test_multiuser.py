@@ -15,6 +15,7 @@ from spinlib.acceptance import tokens_table
 from spinlib.control.heterogeneous import solve_heterogeneous_sync
 from spinlib.emulator import EmulatorConfig, Fading, emulate
 from spinlib.online import energy as en, multiuser as mu, replan as rep, round_problem as rp
+from spinlib.studies import replanning
 from spinlib.presets import random_scenario
 from spinlib.validation import ValidationError
 from helpers import spinlib_cli
@@ -129,9 +130,9 @@ def test_round_maximiser_equals_exhaustive_search():
 def test_same_seed_same_bytes():
     kw = dict(n_cells=1, num_users=2, rounds=40, seed=3, fadings=("rayleigh",),
               controllers=("plan-on-average", "replan-dinkelbach", "replan-coordinate", "energy-queue"), L_max=4)
-    a, b = rep.replan_under_fading(**kw), rep.replan_under_fading(**kw)
+    a, b = replanning.replan_under_fading(**kw), replanning.replan_under_fading(**kw)
     assert json.dumps(a, sort_keys=True).encode() == json.dumps(b, sort_keys=True).encode()
-    c = rep.replan_under_fading(**{**kw, "seed": 4})
+    c = replanning.replan_under_fading(**{**kw, "seed": 4})
     assert json.dumps(a, sort_keys=True) != json.dumps(c, sort_keys=True)
 
 
@@ -204,8 +205,8 @@ def test_bad_input_is_one_line():
     _one_line(lambda: rep.run_replan(s, ["replan-dinkelbach:gap=2"], cfg), "gap", "[0, 1)")
     _one_line(lambda: rep.run_replan(s, ["replan-ratio:max_nodes=0"], cfg), "max_nodes", "[1,")
     _one_line(lambda: rep.multiuser_env(random_scenario(rep.MAX_USERS + 1, 0), cfg), "num_users", str(rep.MAX_USERS))
-    _one_line(lambda: rep.replan_under_fading(fadings=("fast",)), "fadings")
-    _one_line(lambda: rep.replan_under_fading(num_users=0), "num_users")
+    _one_line(lambda: replanning.replan_under_fading(fadings=("fast",)), "fadings")
+    _one_line(lambda: replanning.replan_under_fading(num_users=0), "num_users")
 
     @mu.register_multiuser_controller("test-greedy", "asks for more than the band", replace=True)
     class Greedy(mu.MultiUserController):

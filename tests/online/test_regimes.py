@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from spinlib.balance.experiments import REGIME_REGION, hybrid_regime_point, hybrid_regime_study
-from spinlib.online.experiments import critical_delay_intervals, critical_delay_two_points
+from spinlib.studies.balance import REGIME_REGION, hybrid_regime_point, hybrid_regime_study
+from spinlib.studies.online import critical_delay_intervals, critical_delay_two_points
 from spinlib.online.stopping import RoundCosts, critical_delay
 
 
@@ -53,7 +53,7 @@ def test_critical_delay_interval_is_reproducible_and_brackets_its_replicates():
 def test_optimal_length_interval_rides_on_the_same_replicates():
     # the point L* is brute force's on the pair's point timings and pooled survival; the delays do not move the
     # critical delay's replicates (one generator stream); L* is non-decreasing in D at the point and at both ends
-    from spinlib.online.experiments import pair_timings, pooled_survival
+    from spinlib.online.measured import pair_timings, pooled_survival
     from spinlib.online.stopping import brute_force_length
 
     pair, Ds = "qwen-coder", (0.05, 0.5, 5.0)

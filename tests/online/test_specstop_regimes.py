@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from spinlib.emulator.fading import Fading
 from spinlib.online.arena import ArenaConfig, Delay, Stream, run_arena
-from spinlib.online.experiments import regret_exponent
+from spinlib.studies.online import regret_exponent
 from spinlib.online.specstop import _ArmStats
 from spinlib.validation import ValidationError
 from helpers import spinlib_cli
@@ -242,7 +242,7 @@ def test_the_per_token_variant_with_one_arm_is_specdecpp():
 def test_the_per_token_variant_learns_a_good_threshold(delay_s):
     # on real traces its throughput lies within 10 % of the best of its arms run as fixed SpecDec++ thresholds
     # (in hindsight), above their worst, and the arms' outcomes differ (the test can fail)
-    from spinlib.online.experiments import pair_streams, pair_timings
+    from spinlib.online.measured import pair_streams, pair_timings
     from spinlib.online.specstop import UCBSpecStopToken
 
     hs = UCBSpecStopToken.thresholds(0.1, 0.9, 9)

@@ -1,0 +1,17 @@
+"""The studies the notebooks run: the library's top layer.
+
+A study is a function of plain arguments that returns JSON-able records (for
+:func:`spinlib.cache.cached_call`); it composes models, solvers and controllers from the packages
+below and nothing below imports it (``tests/test_architecture.py`` checks the layering).
+
+* :mod:`.allocation` -- notebooks 01, 03, 06, 07: the searches against exhaustive references, the closed
+  form against simulated rounds, the testbed against the analysis, a measured preset's gains;
+* :mod:`.paper_maps` -- notebooks 03, 06: the point functions of the papers' mapped claims;
+* :mod:`.online` -- notebook 10: critical delays, regret, drift, GELATO, the SpecStop margins;
+* :mod:`.replanning` -- notebook 10: the multi-user re-planners under fading;
+* :mod:`.balance` -- notebook 09: BALANCE's sweeps, ratio campaign and solve-time ladder;
+* :mod:`.replay` -- notebook 07: replayed real rounds against the analysis.
+
+The sweep pipeline (specs, scenario factories, long records) is :mod:`spinlib.experiments`. Each module here names its ``CACHE_NAMESPACE``, the module its studies
+were first cached under, so that moving a study does not invalidate its cached results.
+"""
