@@ -14,8 +14,11 @@ Per K and instance, from the same incumbent (the solver's own start: homogeneous
 server-only decoding, plus at K <= 64 its Lagrangian candidates and local search), the
 branch-and-bound runs to the requested gap with
 
-* the two-end node bound (``tangent=True``, the default), and
-* the one-end node bound it replaced (``tangent=False``; the reference),
+* the two-end node bound (``tangent=True``, the default), each multiplier search started from its parent
+  node's multiplier (``warm_start=True``, the default),
+* the same with every multiplier search started cold (``warm_start=False``; the reference of the warm
+  start), and
+* the one-end node bound it replaced (``tangent=False``; the reference of the bound),
 
 each under the same node budget and wall-clock limit; recorded: wall time, nodes, the certified
 gap and the status. The whole solver (``solve_heterogeneous_sync``) is timed too.
@@ -60,11 +63,12 @@ def one(K: int, i: int, time_limit_s: float, max_nodes: int) -> dict:
     hom = solve_homogeneous(s, L_MAX, rates)
     G0 = hom.goodput_tokens_per_s
     row = {"K": K, "instance": i}
-    for name, tangent in (("two_end", True), ("one_end", False)):
+    for name, tangent, warm in (("two_end", True, True), ("two_end_cold", True, False), ("one_end", False, True)):
         t0 = time.perf_counter()
         r = branch_and_bound_sync(s, rates, table, np.array(hom.draft_lengths), G0, gap=GAP,
                                   time_limit_s=time_limit_s, max_nodes=max_nodes,
-                                  batch=8 if K > 64 else 64, n_root=4 if K > 64 else 16, tangent=tangent)
+                                  batch=8 if K > 64 else 64, n_root=4 if K > 64 else 16, tangent=tangent,
+                                  warm_start=warm)
         row[name] = {"wall_s": time.perf_counter() - t0, "nodes": r.nodes, "gap": r.certificate.gap,
                      "status": r.status, "goodput": r.value, "upper_bound": r.upper_bound}
     t0 = time.perf_counter()

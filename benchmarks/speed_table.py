@@ -20,6 +20,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from spinlib.cache import atomic_write_text
 from spinlib.control.heterogeneous import OPTIMAL_GAP
 from spinlib.control.search import certified_status
@@ -295,22 +297,48 @@ def arena_section(doc: dict) -> list[str]:
     return out
 
 
+def growth_exponent(rows: list[dict], key: str) -> float:
+    """The slope of ``log(median wall time of key)`` against ``log K`` over the sizes measured (least
+    squares): the search's cost grows as ``K^slope``."""
+    Ks = sorted({r["K"] for r in rows})
+    med = [float(np.median([r[key]["wall_s"] for r in rows if r["K"] == K])) for K in Ks]
+    return float(np.polyfit(np.log(Ks), np.log(med), 1)[0])
+
+
 def certified_section(doc: dict) -> list[str]:
     out = ["### Certified search at scale: the two-end vs the one-end node bound (`benchmarks/certified_scaling.py`)", "",
            conditions(doc), "",
            f"`heterogeneous-sync` branch-and-bound to a relative gap of {doc['gap']:g} from the same incumbent, "
            f"node budget {_k(doc['max_nodes'])}, wall-clock limit {num(doc['time_limit_s'])} s; instances: "
            f"{_esc(doc['family'])} (drafting stays worth it as K grows). One run per instance (wall time, not a "
-           "median); the gap is what the search certified.", "",
-           "| K | instance | two-end bound: time [s], nodes, gap, status | one-end bound (the reference) | "
-           "whole solver: time [s] | users drafting |", "|---|---|---|---|---|---|"]
+           "median); the gap is what the search certified. *Warm*: each node's multiplier search starts from its "
+           "parent's multiplier (the default); *cold*: every search starts from scratch (the reference).", "",
+           "| K | instance | two-end bound, warm: time [s], nodes, gap, status | two-end bound, cold | "
+           "one-end bound (the reference) | whole solver: time [s] | users drafting |", "|---|---|---|---|---|---|---|"]
 
     def cell(r):  # the engine's "optimal" at a looser requested gap is a gap stop (spinlib.control.search)
         return f"{num(r['wall_s'])}, {r['nodes']}, {r['gap']:.1e}, {certified_status(r['status'], r['gap'], OPTIMAL_GAP)}"
 
     for r in doc["rows"]:
-        out.append(f"| {_k(r['K'])} | {r['instance']} | {cell(r['two_end'])} | {cell(r['one_end'])} | "
-                   f"{num(r['solver']['wall_s'])} | {r['solver']['drafting_share']:.0%} |")
+        out.append(f"| {_k(r['K'])} | {r['instance']} | {cell(r['two_end'])} | {cell(r['two_end_cold'])} | "
+                   f"{cell(r['one_end'])} | {num(r['solver']['wall_s'])} | {r['solver']['drafting_share']:.0%} |")
+    Ks = sorted({r["K"] for r in doc["rows"]})
+    if len(Ks) > 1:
+        out += ["", f"Growth in K (least-squares slope of log median time against log K, K = {_k(Ks[0])} to "
+                    f"{_k(Ks[-1])}): warm two-end search K^{growth_exponent(doc['rows'], 'two_end'):.2f}, cold "
+                    f"K^{growth_exponent(doc['rows'], 'two_end_cold'):.2f}, whole solver "
+                    f"K^{growth_exponent(doc['rows'], 'solver'):.2f}."]
+    if doc.get("tiny"):
+        out += ["", f"Tiny instances: the whole solver with its default dispatch (every length vector evaluated up to "
+                    f"{_k(doc['exhaustive_max_vectors'])} of them) against the same solver told to branch "
+                    "(`exhaustive_max=0`); best of 5 runs.", "",
+                "| K | L_max | length vectors | default: time [ms], search | branch-and-bound: time [ms] | goodputs within 1e-8 |",
+                "|---|---|---|---|---|---|"]
+        for r in doc["tiny"]:
+            d, b = r["default"], r["branch_and_bound"]
+            same = abs(d["goodput"] - b["goodput"]) <= 1e-8 * abs(b["goodput"])
+            out.append(f"| {r['K']} | {r['L_max']} | {_k(r['vectors'])} | {num(d['wall_s'] * 1e3)}, {d['search']} | "
+                       f"{num(b['wall_s'] * 1e3)} | {'yes' if same else 'no'} |")
     return out
 
 

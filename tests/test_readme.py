@@ -1,5 +1,5 @@
-"""The README's snippets (own policy, sweeps on a cluster, own certified search, claim map, own controller on the
-real engine) run as written."""
+"""The README's snippets (own policy, sweeps on a cluster, own certified search, claim map, own study, own
+controller on the real engine) run as written."""
 import re
 import subprocess
 import sys
@@ -21,7 +21,8 @@ def _python_blocks(section: str) -> list[str]:
 @pytest.mark.campaign
 @pytest.mark.parametrize("section", ["Add your own policy", "Add a model pair or a preset", "Run sweeps on a cluster",
                                      "Certify your own search problem",
-                                     "Map a claim over its region", "Drive real speculative decoding with any controller"])
+                                     "Map a claim over its region", "Add your own study",
+                                     "Drive real speculative decoding with any controller"])
 def test_readme_snippet_runs(section, tmp_path):
     code = "\n".join(_python_blocks(section))
     script = tmp_path / "snippet.py"
@@ -40,6 +41,9 @@ def test_readme_snippet_runs(section, tmp_path):
         assert "optimal" in r.stdout and "certified optimum equals brute force: True" in r.stdout
     elif section == "Map a claim over its region":
         assert "verdict" in r.stdout and "'holds'" in r.stdout
+    elif section == "Add your own study":
+        assert "__main__.gain_over_agnostic 3 records, computed 1 time(s); same: True" in r.stdout
+        assert r.stdout.rstrip().endswith("True")
     else:
         assert r.stdout.count("lossless True") == 3, r.stdout
 

@@ -75,10 +75,20 @@ def _docs():
     run = {"wall_s": 0.5, "nodes": 40, "gap": 5e-5, "status": "optimal", "goodput": 1.0, "upper_bound": 1.00005}
     certified = {**_common("certified_scaling"), "gap": 1e-4, "L_max": 16, "time_limit_s": 60.0, "max_nodes": 2000,
                  "family": "scaled random_scenario", "rows": [
-                     {"K": 123, "instance": 0, "two_end": run,
+                     {"K": K, "instance": 0, "two_end": {**run, "wall_s": 0.5 * (K / 123) ** 1.5},
+                      "two_end_cold": {**run, "wall_s": 0.8 * (K / 123) ** 2, "nodes": 44},
                       "one_end": {**run, "wall_s": 60.0, "nodes": 400, "gap": 2e-4, "status": "time_limit"},
-                      "solver": {"wall_s": 0.6, "gap": 5e-5, "status": "gap_limit", "nodes": 40,
-                                 "drafting_share": 0.9}}]}
+                      "solver": {"wall_s": 0.6 * K / 123, "gap": 5e-5, "status": "gap_limit", "nodes": 40,
+                                 "drafting_share": 0.9}} for K in (123, 1230)],
+                 "exhaustive_max_vectors": 5000,
+                 "tiny": [{"K": 2, "L_max": 8, "vectors": 81,
+                           "default": {"wall_s": 0.002, "search": "exhaustive", "gap": 0.0, "goodput": 10.0},
+                           "branch_and_bound": {"wall_s": 0.04, "search": "branch-and-bound", "gap": 0.0,
+                                                "goodput": 10.0 * (1 - 1e-10)}},
+                          {"K": 3, "L_max": 8, "vectors": 729,
+                           "default": {"wall_s": 0.01, "search": "exhaustive", "gap": 0.0, "goodput": 10.0},
+                           "branch_and_bound": {"wall_s": 0.05, "search": "branch-and-bound", "gap": 1e-9,
+                                                "goodput": 9.0}}]}
     return {"solver_scaling": solver, "certified_scaling": certified, "engine_throughput": engine,
             "emulator_speed": emulator, "balance_scaling": balance, "arena_speed": arena}
 
@@ -220,3 +230,13 @@ def test_certified_section_reports_the_status_the_solver_would(tmp_path):
     text = ST.section(_write(tmp_path / "b", _docs()))
     row = _row(text, "| 123 | 0 |")
     assert "0.50, 40, 5.0e-05, gap_limit" in row and "60.0, 400, 2.0e-04, time_limit" in row and "90%" in row
+    assert "| 0.80, 44, 5.0e-05, gap_limit |" in row  # the cold reference in its own column
+
+
+def test_certified_section_states_the_growth_and_the_tiny_dispatch(tmp_path):
+    """The growth exponents are fitted from the rows (times built as K^1.5, K^2 and K^1 here); a tiny row
+    says which search ran and whether the two goodputs agree (to 1e-8)."""
+    text = ST.section(_write(tmp_path / "b", _docs()))
+    assert "warm two-end search K^1.50, cold K^2.00, whole solver K^1.00" in text
+    assert "| 2 | 8 | 81 | 2.00, exhaustive | 40.0 | yes |" in text
+    assert "| 3 | 8 | 729 | 10.0, exhaustive | 50.0 | no |" in text
