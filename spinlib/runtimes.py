@@ -70,8 +70,8 @@ def record_tests(junit: Path, wall_s: int, exit_code: int, tier: str = "default"
 
     The file maps each tier (``default``: the README's test command; ``all``: every tier, slow
     included) to ``{tests, passed, failures, errors, skipped, wall_s, exit_code, commit, by_module,
-    slowest}``: ``by_module`` the summed test time [s] of each test module (``tests.control.test_search``),
-    (the README names the largest); ``slowest`` the :data:`SLOWEST` longest tests ``[id, seconds]`` (pytest's
+    slowest}``: ``by_module`` the summed test time [s] of each test module (``tests.control.test_search``;
+    the README names the largest), ``slowest`` the :data:`SLOWEST` longest tests ``[id, seconds]`` (pytest's
     ``--durations``, kept with the run).
     """
     from .paths import ROOT

@@ -114,7 +114,7 @@ class BoundResult:
 
 def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_lo, D_hi, lo, hi, theta0,
                      n_dinkelbach: int = 3, n_mu: int = 40, tangent: bool = True, mu_tol: float = 1e-12,
-                     mu0=None) -> BoundResult:
+                     mu0=None, warm: bool = True) -> BoundResult:
     """Lagrangian/Dinkelbach upper bounds of model (A) on M nodes at once (see the module docstring).
 
     Parameters
@@ -132,6 +132,7 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
     mu0 : [M] a first guess of the budget multiplier (the parent node's; ``nan``: none); each later
         Dinkelbach step starts from the previous step's multiplier (:func:`minimise_budget_dual`'s
         ``mu_guess``: where to look first, never what is valid).
+    warm : ``False``: every multiplier search starts cold (``mu0`` ignored; the reference).
     """
     K, P = table.shape
     M = len(D_lo)
@@ -180,12 +181,12 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
     upper = np.full(M, np.inf)
     x_feas = lo2.copy()
     x_over = lo2.copy()
-    guess, mu_first = mu0, None
+    guess, mu_first = (mu0 if warm else None), None
     for _ in range(n_dinkelbach):
         val = np.where(inbox, Nt - theta[:, None, None] * t1 * Ls[None, :, None], -np.inf)  # [M, P, K]
         dual = minimise_budget_dual(np.broadcast_to(val, costs.shape), costs, B, theta * const_per_theta, lo2, ok,
                                     n_mu=n_mu, mu_tol=mu_tol, mu_guess=guess)
-        guess = dual.mu
+        guess = dual.mu if warm else None
         mu_first = dual.mu if mu_first is None else mu_first
         phi_best = dual.phi
         bound = np.where(phi_best >= 0, theta + phi_best / den_min, theta + phi_best / den_max)
@@ -287,7 +288,7 @@ class SyncSearch:
             return {}, closed, 0
         res = sync_node_bounds(sc, rates, self.table, Dl, Dh, lo, hi, inc.threshold,
                                mu_tol=max(1e-12, 1e-3 * inc.gap), tangent=self.tangent,
-                               mu0=mu if self.warm_start else None)
+                               mu0=mu, warm=self.warm_start)
         feas = res.upper > -np.inf
         Dx = np.zeros(len(Dl))
         if feas.any():  # the under-budget choices: candidates, and their makespans place the interval cuts

@@ -272,7 +272,7 @@ def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateMod
     gap = check_gap(gap)
     time_limit_s = check_nonnegative("time_limit_s", time_limit_s)
     nodes = node_budget(scenario.num_users) if max_nodes is None else check_int_range("max_nodes", max_nodes, 1, 10**9)
-    check_exhaustive_max(exhaustive_max)
+    exhaustive_max = check_exhaustive_max(exhaustive_max)  # before any work: a bad value is one line
     t_start = time.perf_counter()
     rates, K, table, hom = _prepare(scenario, L_max, rates)
     res = exhaustive_if_small(lambda X: evaluate_sync_lengths(scenario, X, table, rates)[0], K, L_max, exhaustive_max)
@@ -384,7 +384,7 @@ def solve_heterogeneous_async(scenario: Scenario, L_max: int = 16, rates: RateMo
     gap = check_gap(gap)
     time_limit_s = check_nonnegative("time_limit_s", time_limit_s)
     nodes = node_budget(scenario.num_users) if max_nodes is None else check_int_range("max_nodes", max_nodes, 1, 10**9)
-    check_exhaustive_max(exhaustive_max)
+    exhaustive_max = check_exhaustive_max(exhaustive_max)  # before any work: a bad value is one line
     t_start = time.perf_counter()
     rates, K, table, hom = _prepare(scenario, L_max, rates)
     res = exhaustive_if_small(lambda X: evaluate_async_lengths(scenario, X, table, rates)[0], K, L_max, exhaustive_max)

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..validation import ValidationError
+
 
 @dataclass(frozen=True)
 class BudgetDual:
@@ -109,7 +111,7 @@ def _larger(idx, phi, used):
     return out_idx, out_phi, out_used
 
 
-def _cold_start(val, cost, B: float, const, lo_idx):
+def _cold_start(val, cost, B: float, const, lo_idx, ok):
     """The bracket of the nodes given (module docstring): the choice at ``mu = 0`` (``done`` where it fits),
     and ``mu_hi`` above every exchange rate, moved to the lowest crossing while the larger end descends.
     Returns ``(done, lo, hi)`` with ``lo``/``hi`` tuples ``(mu, phi, used, idx of the larger end,
@@ -134,7 +136,7 @@ def _cold_start(val, cost, B: float, const, lo_idx):
     ce = c_min[:, :, 0].sum(axis=-1)  # [E, M]
     s = B - ce
     for _ in range(2):
-        desc = ~done & (used_hi > B)
+        desc = ~done & ok & (used_hi > B)
         if not desc.any():
             break
         p = v_min[:, :, 0].sum(axis=-1) - mu_hi * ce + mu_hi * B + const
@@ -177,7 +179,7 @@ def minimise_budget_dual(val, cost, B: float, const, lo_idx, ok, *, n_mu: int = 
         Relative stop (module docstring); 0 searches to a vertex or ``n_mu``.
     mu_guess : float array [M], optional
         A multiplier near the minimum (a parent node's, the previous Dinkelbach step's; ``nan``: none).
-        The search first tries the bracket ``mu_guess (1 -+ guess_width)``: where the choice is over
+        The search first tries the bracket ``mu_guess (1 -+ guess_width)`` (``0 < guess_width < 1``): where the choice is over
         budget at its lower end and fits at its upper end, the minimum lies inside and both the
         ``mu = 0`` pass and the exchange-rate bracket are skipped (the users that do not move between
         the two ends are then never evaluated again). Elsewhere the search starts cold. The guess
@@ -189,6 +191,8 @@ def minimise_budget_dual(val, cost, B: float, const, lo_idx, ok, *, n_mu: int = 
         ``mu`` [M]: the multiplier of ``phi`` (a guess for a related search).
     """
     E, M, P, K = val.shape
+    if not 0.0 < guess_width < 1.0:  # a multiplier below 0 would not give a bound
+        raise ValidationError(f"guess_width must be in (0, 1), got {guess_width!r}")
     scale = np.abs(const).max(axis=0)  # [M]
     done = np.zeros(M, dtype=bool)
     mu_lo, phi_lo, used_lo = np.zeros(M), np.full(M, np.inf), np.zeros(M)
@@ -202,16 +206,17 @@ def minimise_budget_dual(val, cost, B: float, const, lo_idx, ok, *, n_mu: int = 
         if W.size:
             v, c, k = val[:, W], cost[:, W], const[:, W]
             ma, mb = g[W] * (1 - guess_width), g[W] * (1 + guess_width)
-            ea, eb = _ends(v, c, B, k, ma), _ends(v, c, B, k, mb)
+            with np.errstate(over="ignore", invalid="ignore"):  # a huge guess: mu cost overflows, the node goes cold
+                ea, eb = _ends(v, c, B, k, ma), _ends(v, c, B, k, mb)
             (ia, pa, ua), (ib, pb, ub) = _larger(*ea), _larger(*eb)
-            hit = (ua > B) & (ub <= B)
+            hit = (ua > B) & (ub <= B) & np.isfinite(pa) & np.isfinite(pb)  # (a guess so large that mu cost overflows: cold)
             H = W[hit]
             warm[H] = True
             mu_lo[H], phi_lo[H], used_lo[H], idx_lo[H], ends_lo[:, H] = ma[hit], pa[hit], ua[hit], ia[hit], ea[0][:, hit]
             mu_hi[H], phi_hi[H], used_hi[H], idx_hi[H], ends_hi[:, H] = mb[hit], pb[hit], ub[hit], ib[hit], eb[0][:, hit]
     C = np.flatnonzero(~warm)
-    if C.size:
-        d, lo_s, hi_s = _cold_start(val[:, C], cost[:, C], B, const[:, C], lo_idx[C])
+    if C.size:  # (the copy of a broadcast val pays for itself: the passes over it run faster; measured)
+        d, lo_s, hi_s = _cold_start(val[:, C], cost[:, C], B, const[:, C], lo_idx[C], ok[C])
         done[C] = d
         mu_lo[C], phi_lo[C], used_lo[C], idx_lo[C], ends_lo[:, C] = lo_s
         mu_hi[C], phi_hi[C], used_hi[C], idx_hi[C], ends_hi[:, C] = hi_s

@@ -13,7 +13,7 @@
   on the current channel (paper 1's solver per round, the renewal-reward-correct Dinkelbach rule,
   cheap rules, a per-device energy queue); its own registry (``@register_multiuser_controller``).
   The per-round problem and its certified maximiser are in :mod:`~spinlib.online.round_problem`;
-  :mod:`~spinlib.online.replan` plays them (:func:`run_replan`) and holds the notebook's study
+  :mod:`~spinlib.online.replan` plays them (:func:`run_replan`); the notebook's study is
   :func:`~spinlib.studies.replanning.replan_under_fading`.
 
 Notebook 10 quotes what the papers state (their abstracts) and reproduces it on our models; the

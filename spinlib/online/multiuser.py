@@ -55,8 +55,8 @@ Controllers (registry :func:`register_multiuser_controller`; add your own in one
   none of the papers has: GELATO's energy queue on paper 1's multi-user round).
 
 The per-round problem of ``replan-dinkelbach`` and ``energy-queue`` and its exact maximiser are in
-:mod:`spinlib.online.round_problem`; the simulator (:func:`spinlib.online.replan.run_replan`) and
-the notebook's study (:func:`spinlib.studies.replanning.replan_under_fading`) in :mod:`spinlib.studies.replanning`;
+:mod:`spinlib.online.round_problem`; the simulator in :mod:`spinlib.online.replan` (:func:`~spinlib.online.replan.run_replan`),
+the notebook's study in :mod:`spinlib.studies.replanning` (:func:`~spinlib.studies.replanning.replan_under_fading`);
 the devices' energy (:func:`spinlib.online.energy.device_energy`) in :mod:`spinlib.online.energy`.
 """
 from __future__ import annotations

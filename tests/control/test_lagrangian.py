@@ -14,9 +14,11 @@ multiplier, a multiple of it, a random one): a guess changes where the search lo
 import os
 
 import numpy as np
+import pytest
 from scipy.optimize import linprog
 
 from spinlib.control.lagrangian import minimise_budget_dual
+from spinlib.validation import ValidationError
 
 
 def draw(rng):
@@ -75,6 +77,7 @@ def guesses(rng, d, M):
     f = rng.choice([0.97, 1.02, 0.5, 3.0])
     yield f"x{f}", d.mu * f
     yield "random", np.where(rng.random(M) < 0.8, rng.exponential(1.0, M), np.nan)
+    yield "extreme", rng.choice([0.0, -1.0, np.inf, 1e308, 1e-300], M)
 
 
 def test_kernel_matches_the_lp_on_fresh_instances():
@@ -88,7 +91,15 @@ def test_kernel_matches_the_lp_on_fresh_instances():
         for name, g in guesses(rng, cold, len(ok)):
             checked += check_against_lp(minimise_budget_dual(val, cost, B, const, lo, ok, mu_guess=g),
                                         val, cost, B, lo, const, refs, f"seed {seed}, instance {i}, guess {name}")
-    assert checked >= 800, f"seed {seed}: only {checked} nodes checked"
+    assert checked >= 1000, f"seed {seed}: only {checked} nodes checked"
+
+
+def test_a_guess_width_outside_0_1_is_one_line():
+    rng = np.random.default_rng(0)
+    val, cost, B, const, lo, ok = draw(rng)
+    for w in (0.0, 1.0, 1.5, -0.1):
+        with pytest.raises(ValidationError, match="guess_width must be in"):
+            minimise_budget_dual(val, cost, B, const, lo, ok, mu_guess=np.ones(len(ok)), guess_width=w)
 
 
 def check_against_lp(d, val, cost, B, lo, const, refs, label) -> int:
