@@ -65,7 +65,9 @@ def main(args) -> dict:
                 r = ratio(lambda: min_makespan_bandwidth(s, L), ref, budget["ratio"], probe_b=probe)
                 row["comparisons"]["sync_split_vs_cvxpy"] = ratio_record(r, "sync_split", "min_makespan_cvxpy")
             except ReferenceSolverError as e:  # recorded, not timed: an inaccurate reference is no reference
-                row["not_run"]["sync_split_vs_cvxpy"] = f"the CVXPY reference failed ({str(e)[:160]})"
+                statuses = sorted({st for _, st in e.attempts})
+                row["not_run"]["sync_split_vs_cvxpy"] = (f"the CVXPY reference failed: no solver reached 'optimal' on "
+                                                         f"{e.problem} ({', '.join(statuses)})")
         else:
             row["not_run"]["sync_split_vs_cvxpy"] = (
                 "quick run" if K <= SYNC_CVXPY_MAX_K else

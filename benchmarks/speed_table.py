@@ -297,10 +297,11 @@ def arena_section(doc: dict) -> list[str]:
     return out
 
 
-def growth_exponent(rows: list[dict], key: str) -> float:
+def growth_exponent(rows: list[dict], key: str, last: bool = False) -> float:
     """The slope of ``log(median wall time of key)`` against ``log K`` over the sizes measured (least
-    squares): the search's cost grows as ``K^slope``."""
-    Ks = sorted({r["K"] for r in rows})
+    squares; ``last``: between the two largest sizes only, where fixed costs matter least): the
+    search's cost grows as ``K^slope``."""
+    Ks = sorted({r["K"] for r in rows})[-2:] if last else sorted({r["K"] for r in rows})
     med = [float(np.median([r[key]["wall_s"] for r in rows if r["K"] == K])) for K in Ks]
     return float(np.polyfit(np.log(Ks), np.log(med), 1)[0])
 
@@ -324,10 +325,12 @@ def certified_section(doc: dict) -> list[str]:
                    f"{cell(r['one_end'])} | {num(r['solver']['wall_s'])} | {r['solver']['drafting_share']:.0%} |")
     Ks = sorted({r["K"] for r in doc["rows"]})
     if len(Ks) > 1:
+        g = {key: (growth_exponent(doc["rows"], key), growth_exponent(doc["rows"], key, last=True))
+             for key in ("two_end", "two_end_cold", "solver")}
         out += ["", f"Growth in K (least-squares slope of log median time against log K, K = {_k(Ks[0])} to "
-                    f"{_k(Ks[-1])}): warm two-end search K^{growth_exponent(doc['rows'], 'two_end'):.2f}, cold "
-                    f"K^{growth_exponent(doc['rows'], 'two_end_cold'):.2f}, whole solver "
-                    f"K^{growth_exponent(doc['rows'], 'solver'):.2f}."]
+                    f"{_k(Ks[-1])}; between {_k(Ks[-2])} and {_k(Ks[-1])} in brackets): warm two-end search "
+                    f"K^{g['two_end'][0]:.2f} (K^{g['two_end'][1]:.2f}), cold K^{g['two_end_cold'][0]:.2f} "
+                    f"(K^{g['two_end_cold'][1]:.2f}), whole solver K^{g['solver'][0]:.2f} (K^{g['solver'][1]:.2f})."]
     if doc.get("tiny"):
         out += ["", f"Tiny instances: the whole solver with its default dispatch (every length vector evaluated up to "
                     f"{_k(doc['exhaustive_max_vectors'])} of them) against the same solver told to branch "

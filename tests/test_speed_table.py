@@ -237,6 +237,6 @@ def test_certified_section_states_the_growth_and_the_tiny_dispatch(tmp_path):
     """The growth exponents are fitted from the rows (times built as K^1.5, K^2 and K^1 here); a tiny row
     says which search ran and whether the two goodputs agree (to 1e-8)."""
     text = ST.section(_write(tmp_path / "b", _docs()))
-    assert "warm two-end search K^1.50, cold K^2.00, whole solver K^1.00" in text
+    assert "warm two-end search K^1.50 (K^1.50), cold K^2.00 (K^2.00), whole solver K^1.00 (K^1.00)" in text
     assert "| 2 | 8 | 81 | 2.00, exhaustive | 40.0 | yes |" in text
     assert "| 3 | 8 | 729 | 10.0, exhaustive | 50.0 | no |" in text
