@@ -1,9 +1,18 @@
 """Helpers shared by the test modules (pytest puts ``tests/`` on ``sys.path``; import as ``helpers``)."""
 import contextlib
 import io
+import os
 import subprocess
 import sys
 import warnings
+
+import numpy as np
+
+
+def fresh_seed() -> int:
+    """A fresh seed for a campaign on random instances (tests print it on failure), or
+    ``$SPINLIB_TEST_SEED`` to replay one."""
+    return int(os.environ.get("SPINLIB_TEST_SEED", np.random.SeedSequence().entropy % (1 << 63)))
 
 
 def spinlib_cli(*args, cwd=None, env=None, timeout=600, fresh=False):

@@ -11,7 +11,6 @@ uldl-exhaustive: never below ``uldl-optimal`` and never below any single (mode, 
 goodput, checked by an independent loop over every pair through :func:`spinlib.rounds.evaluate`.
 """
 import itertools
-import os
 
 import numpy as np
 import pytest
@@ -27,14 +26,11 @@ from spinlib.control.heterogeneous import evaluate_async_lengths
 from spinlib.experiments import payload_of
 from spinlib.presets import get_preset, random_uldl_scenario
 from spinlib.validation import ValidationError
+from helpers import fresh_seed
 
 TOL = 1e-9
 PRESETS = ("llama2-7b-l4", "qwen-7b-l4")
 PAYLOADS = ("ids", "topk-8", "full")
-
-
-def fresh_seed() -> int:
-    return int(os.environ.get("SPINLIB_TEST_SEED", np.random.SeedSequence().entropy % (1 << 63)))
 
 
 def draw_instance(rng):

@@ -6,7 +6,6 @@ goodput equals the exhaustive optimum to 1e-9 relative, and the reported upper b
 below the exhaustive optimum (1e-9 relative). The >= 500-instance campaign is
 ``benchmarks/certified_optimality.py``.
 """
-import os
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from spinlib.control.exhaustive import solve_exhaustive
 from spinlib.experiments import payload_of
 from spinlib.presets import get_preset
 from spinlib.validation import ValidationError
+from helpers import fresh_seed
 
 TOL = 1e-9
 PRESETS = ("llama2-7b-l4", "qwen-7b-l4")
@@ -37,7 +37,7 @@ def draw_instance(rng):
 @pytest.mark.campaign
 def test_certificate_matches_exhaustive():
     """60 fresh random instances: proven-optimal answers are optimal, bounds are bounds."""
-    seed = int(os.environ.get("SPINLIB_TEST_SEED", np.random.SeedSequence().entropy % (1 << 63)))
+    seed = fresh_seed()
     rng = np.random.default_rng(seed)
     proven = 0
     for i in range(60):
@@ -82,7 +82,7 @@ def test_tiny_instances_are_enumerated(policy, model):
     "exhaustive"; one more user and it branches (with a certified gap)."""
     from spinlib.control.search import EXHAUSTIVE_MAX_VECTORS
 
-    seed = int(os.environ.get("SPINLIB_TEST_SEED", np.random.SeedSequence().entropy % (1 << 63)))
+    seed = fresh_seed()
     rng = np.random.default_rng(seed)
     for i in range(6):
         s, L_max = draw_instance(rng)
@@ -161,7 +161,7 @@ def test_warm_and_cold_multiplier_searches_certify_each_other():
     from spinlib.channel import RateModel
     from spinlib.control.branch_and_bound import branch_and_bound_sync
 
-    seed = int(os.environ.get("SPINLIB_TEST_SEED", np.random.SeedSequence().entropy % (1 << 63)))
+    seed = fresh_seed()
     rng = np.random.default_rng(seed)
     for i in range(3):
         s = random_scenario(int(rng.integers(20, 61)), seed=int(rng.integers(1 << 31)),

@@ -9,7 +9,6 @@ every item vector whose exact (D*, E*, n_DL) lies in the node has goodput <= the
 The full 500-instance campaign is ``benchmarks/certified_optimality.py --policy uldl-optimal``.
 """
 import itertools
-import os
 
 import numpy as np
 import pytest
@@ -20,12 +19,9 @@ from spinlib.control import uldl as U
 from spinlib.control.branch_and_bound_uldl import item_vectors, make_items, tighten, uldl_node_bounds
 from spinlib.presets import random_uldl_scenario
 from spinlib.validation import ValidationError
+from helpers import fresh_seed
 
 TOL = 1e-9
-
-
-def fresh_seed() -> int:
-    return int(os.environ.get("SPINLIB_TEST_SEED", np.random.SeedSequence().entropy % (1 << 63)))
 
 
 @pytest.mark.campaign

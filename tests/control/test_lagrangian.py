@@ -11,7 +11,6 @@ the budget and costs what the kernel says, and a node whose choice at ``mu = 0``
 The same holds for a search started from a guess of the multiplier (``mu_guess``: the minimum's own
 multiplier, a multiple of it, a random one): a guess changes where the search looks, never its answer.
 """
-import os
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from scipy.optimize import linprog
 
 from spinlib.control.lagrangian import minimise_budget_dual
 from spinlib.validation import ValidationError
+from helpers import fresh_seed
 
 
 def draw(rng):
@@ -81,7 +81,7 @@ def guesses(rng, d, M):
 
 
 def test_kernel_matches_the_lp_on_fresh_instances():
-    seed = int(os.environ.get("SPINLIB_TEST_SEED", np.random.SeedSequence().entropy % (1 << 63)))
+    seed = fresh_seed()
     rng = np.random.default_rng(seed)
     checked = 0
     for i in range(150):
