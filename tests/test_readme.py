@@ -22,6 +22,7 @@ def _python_blocks(section: str) -> list[str]:
 @pytest.mark.parametrize("section", ["Add your own policy", "Add a model pair or a preset", "Run sweeps on a cluster",
                                      "Certify your own search problem",
                                      "Map a claim over its region", "Add your own study",
+                                     "Re-plan many users with any decider",
                                      "Drive real speculative decoding with any controller"])
 def test_readme_snippet_runs(section, tmp_path):
     code = "\n".join(_python_blocks(section))
@@ -41,6 +42,11 @@ def test_readme_snippet_runs(section, tmp_path):
         assert "optimal" in r.stdout and "certified optimum equals brute force: True" in r.stdout
     elif section == "Map a claim over its region":
         assert "verdict" in r.stdout and "'holds'" in r.stdout
+    elif section == "Re-plan many users with any decider":
+        assert "FixedLength on the multi-user player equals replan-bandwidth: True" in r.stdout, r.stdout
+        rows = re.findall(r"^(\S+) +([\d.]+) token/s  99 % interval \[([\d.]+), ([\d.]+)\]$", r.stdout, flags=re.M)
+        assert [row[0] for row in rows] == ["plan-on-average", "replan-bandwidth", "strong-half"], r.stdout
+        assert all(float(lo) <= float(g) <= float(hi) for _, g, lo, hi in rows)
     elif section == "Add your own study":
         assert "__main__.gain_over_agnostic 3 records, computed 1 time(s); same: True" in r.stdout
         assert r.stdout.rstrip().endswith("True")

@@ -6,6 +6,15 @@ lengths ``L_k`` and uplink bandwidth ``b_k`` once, on the *average* channel. Und
 decoding. Here a controller sees the current power-gain factors ``h_r = h[r, :]`` at the start of
 round ``r`` (CSI at round start) and returns that round's plan.
 
+Every controller is a decider of the one decision seam (:mod:`spinlib.decision`): ``choose(ctx)``
+returns the round's :class:`Plan` (lengths and bandwidth; lengths alone get paper 1's split) from
+a :class:`BandContext` (the seam's :class:`~spinlib.decision.RoundContext` plus ``ctx.h``, the
+round's fading, and ``ctx.rates``, the rate model on it), ``stop`` keeps the planned lengths (this
+player has no draft observables) and ``update(out)`` learns from a :class:`BandOutcome` (the
+seam's :class:`~spinlib.decision.Outcome` plus each user's bandwidth and upload time). Any decider
+that does not stop on the draft's observables plays here, e.g. :class:`spinlib.decision.FixedLength`
+(:func:`spinlib.online.replan.play`).
+
 The round (the testbed's synchronous round, :func:`spinlib.emulator.sync_clock`)::
 
     R_k(b; h) = b log2(1 + a_k h / b)     (a_k = P_k g_k / N0 [Hz]; or the linear model at a_k h)
@@ -66,7 +75,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..channel import RateModel
-from ..control.bandwidth import min_makespan_bandwidth
+from ..decision import Outcome, RoundContext, check_lengths, never_stops
 from ..control.heterogeneous import solve_heterogeneous_sync
 from ..rounds import Allocation, evaluate
 from ..registry import Registry, declared_params
@@ -112,43 +121,88 @@ class MultiUserEnv:
 
 
 @dataclass(frozen=True)
-class RoundContext:
-    """Round ``r`` as a controller sees it at its start: ``h`` ``[K]`` and the rates on it."""
+class Plan:
+    """What a decider commits to before a round when the users share a band (arrays ``[K]``).
 
-    r: int
+    Attributes
+    ----------
+    L : int array [K]
+        Draft lengths, ints in ``0..L_max``.
+    b : float array [K] or None
+        Uplink bandwidth [Hz]: finite, ``>= 0``, summing to at most the band ``B``, ``> 0`` for a
+        drafting user. ``None``: paper 1's split for the lengths, the least makespan on the
+        round's channel (:func:`spinlib.control.bandwidth.min_makespan_bandwidth`).
+    """
+
+    L: np.ndarray
+    b: np.ndarray | None = None
+
+
+def check_plan(choice, K: int, L_max: int, B: float, who: str) -> Plan:
+    """``choice`` (lengths ``[K]`` or a :class:`Plan`) as a checked ``Plan`` (int lengths and, when
+    given, float bandwidth [Hz]); one line naming ``who`` otherwise."""
+    plan = choice if isinstance(choice, Plan) else Plan(choice)
+    L = check_lengths(plan.L, K, L_max, who)
+    if plan.b is None:
+        return Plan(L)
+    b = np.asarray(plan.b)
+    if b.shape != (K,) or not (np.issubdtype(b.dtype, np.integer) or np.issubdtype(b.dtype, np.floating)):
+        raise ValidationError(f"{who} must plan {K} bandwidth(s) [Hz], got {b.dtype} of shape {b.shape}")
+    b = b.astype(float)
+    if not np.all(np.isfinite(b) & (b >= 0)) or b.sum() > B * (1 + 1e-9):
+        raise ValidationError(f"{who}: bandwidth must be finite, >= 0 and sum to <= {B:g} Hz")
+    if np.any((L > 0) & (b <= 0)):
+        raise ValidationError(f"{who}: a drafting user needs bandwidth > 0")
+    return Plan(L, b)
+
+
+@dataclass
+class BandContext(RoundContext):
+    """Round ``t`` as a decider sees it at its start when the ``K`` users share the band.
+
+    The seam's fields (:class:`spinlib.decision.RoundContext`): ``rate`` and ``rate_mean`` are the
+    uplink rates [bit/s] at the equal share ``B / K`` on the round's and on the average channel,
+    ``state`` and ``delay_mean`` are zero (no delay model here), ``top_prob`` and ``entropy`` are
+    ``None`` (no draft observables). Added: ``h [K]``, the round's fading factors, and ``rates``
+    (:class:`spinlib.channel.RateModel` on the channel ``g_k h_k``: the rate as a function of the
+    bandwidth).
+    """
+
     h: np.ndarray
     rates: RateModel
 
 
-@dataclass(frozen=True)
-class RoundOutcome:
-    """What round ``r`` realised (all ``[K]`` except ``T``).
+@dataclass
+class BandOutcome(Outcome):
+    """What a round of ``K`` users sharing the band realised: the seam's
+    :class:`spinlib.decision.Outcome` (``T [K]`` every user's time of the synchronous round, ``D [K]``
+    the fixed feedback and access time, ``rate [K]`` the uplink rates at the played bandwidth) plus
+    ``b [K]`` the bandwidth [Hz] and ``upload_s [K]`` each draft's upload time [s]."""
 
-    ``L``, ``b`` [Hz], ``A`` accepted drafts, ``N = A + 1``, ``T`` round time [s],
-    ``upload_s`` [s], ``E`` device energy [J].
-    """
-
-    r: int
-    L: np.ndarray
     b: np.ndarray
-    A: np.ndarray
-    N: np.ndarray
-    T: float
     upload_s: np.ndarray
-    E: np.ndarray
 
 
 class MultiUserController:
-    """Base class. ``plan(ctx) -> (L [K] int, b [K] Hz)`` every round; ``update(out)`` after it;
-    ``info()`` adds diagnostics to the result (solver statuses, energy debt)."""
+    """Base class: a decider (:mod:`spinlib.decision`) built on a :class:`MultiUserEnv`.
+
+    ``choose(ctx) -> Plan(L [K] int, b [K] Hz)`` every round (``b = None``: paper 1's split for
+    the chosen lengths); ``update(out)`` after it; ``info()`` adds diagnostics to the result
+    (solver statuses, energy debt).
+    """
 
     def __init__(self, env: MultiUserEnv):
         self.env = env
 
-    def plan(self, ctx: RoundContext):
+    def choose(self, ctx: BandContext) -> Plan:
         raise NotImplementedError
 
-    def update(self, out: RoundOutcome) -> None:
+    @never_stops
+    def stop(self, ctx: BandContext, L_ref: np.ndarray) -> np.ndarray:
+        """The planned lengths: the multi-user player has no draft observables."""
+        return L_ref
+
+    def update(self, out: BandOutcome) -> None:
         """Learn from the realised round."""
 
     def info(self) -> dict:
@@ -167,7 +221,7 @@ def register_multiuser_controller(name: str, description: str, *, family: str = 
     :func:`spinlib.online.registry.register_controller` (the same rules: :class:`spinlib.registry.Registry`).
     From your own file::
 
-        from spinlib.online.multiuser import MultiUserController, register_multiuser_controller
+        from spinlib.online.multiuser import MultiUserController, Plan, register_multiuser_controller
 
         @register_multiuser_controller("equal-split", "L for everyone, equal bandwidth")
         class EqualSplit(MultiUserController):
@@ -175,9 +229,9 @@ def register_multiuser_controller(name: str, description: str, *, family: str = 
                 super().__init__(env)
                 self.L = L
 
-            def plan(self, ctx):
+            def choose(self, ctx):
                 K, B = self.env.K, self.env.scenario.radio.bandwidth_hz
-                return np.full(K, self.L), np.full(K, B / K)
+                return Plan(np.full(K, self.L), np.full(K, B / K))
 
     then ``python -m spinlib replan cell.json --plugin my_controllers.py --controllers equal-split:L=3``.
     """
@@ -238,8 +292,8 @@ def _check_gap(gap) -> float:
 @register_multiuser_controller("plan-on-average", "heterogeneous-sync solved once on the average channel, kept "
                                "every round (the testbed's baseline)", family="multi-user")
 class PlanOnAverage(MultiUserController):
-    def plan(self, ctx):
-        return self.env.average_plan.L, self.env.average_plan.b
+    def choose(self, ctx):
+        return Plan(self.env.average_plan.L, self.env.average_plan.b)
 
 
 @register_multiuser_controller("server-only", "paper 1's server-only policy: no drafting (L = 0)", family="multi-user")
@@ -251,8 +305,8 @@ class ServerOnly(MultiUserController):
         a = solve(env.scenario, "server-only")
         self.L, self.b = a.L, a.b
 
-    def plan(self, ctx):
-        return self.L, self.b
+    def choose(self, ctx):
+        return Plan(self.L, self.b)
 
 
 @register_multiuser_controller("replan-ratio", "heterogeneous-sync re-solved every round on the current channel "
@@ -272,7 +326,7 @@ class ReplanRatio(MultiUserController):
         self._cache: dict = {}
         self.status: dict = {}
 
-    def plan(self, ctx):
+    def choose(self, ctx):
         key = ctx.h.tobytes()
         hit = self._cache.get(key)
         if hit is None:
@@ -281,7 +335,7 @@ class ReplanRatio(MultiUserController):
             if len(self._cache) < MAX_SPARSE_CACHE:
                 self._cache[key] = hit
         self.status[hit[2]] = self.status.get(hit[2], 0) + 1
-        return hit[0], hit[1]
+        return Plan(hit[0], hit[1])
 
     def info(self):
         return {"solver_status": dict(self.status)}
@@ -309,12 +363,12 @@ class _RunningGoodput:
     def value(self) -> float:
         return self.N_sum / self.T_sum
 
-    def add(self, out: RoundOutcome) -> None:
+    def add(self, out: Outcome) -> None:
         if self.expected:
             self.N_sum += float(self.table[np.arange(self.table.shape[0]), out.L].sum())
         else:
             self.N_sum += float(out.N.sum())
-        self.T_sum += float(out.T)
+        self.T_sum += float(np.max(out.T))  # the synchronous round's time (every user's)
 
 
 @register_multiuser_controller("replan-dinkelbach", "every round max E[N] - lambda T on the current channel, "
@@ -334,13 +388,13 @@ class ReplanDinkelbach(MultiUserController):
         self.t1L = env.scenario.server.t1_s_per_token * np.arange(env.L_max + 1)[None, :]
         self.status: dict = {}
 
-    def plan(self, ctx):
+    def choose(self, ctx):
         lam = self.lam.value
         sol = maximise_round(self.env.scenario, ctx.rates, self.env.table - lam * self.t1L, np.zeros(self.env.K), lam,
                              seeds=(self.prev, self.env.average_plan.L), gap=self.gap, max_nodes=self.max_nodes)
         self.status[sol.status] = self.status.get(sol.status, 0) + 1
         self.prev = sol.L
-        return sol.L, sol.b
+        return Plan(sol.L, sol.b)
 
     def update(self, out):
         self.lam.add(out)
@@ -353,10 +407,8 @@ class ReplanDinkelbach(MultiUserController):
                                "every round on the current channel (paper 1's split for fixed lengths)",
                                family="multi-user")
 class ReplanBandwidth(MultiUserController):
-    def plan(self, ctx):
-        L = self.env.average_plan.L
-        _, b = min_makespan_bandwidth(self.env.scenario, L, ctx.rates)
-        return L, b
+    def choose(self, ctx):
+        return Plan(self.env.average_plan.L)  # no bandwidth: the player's split, paper 1's for fixed lengths
 
 
 @register_multiuser_controller("replan-drop", "a cheap rule: the average plan's lengths with the users whose channel "
@@ -374,11 +426,11 @@ class ReplanDrop(MultiUserController):
         self.lam = _RunningGoodput(env, lambda_tokens)
         self.t1 = env.scenario.server.t1_s_per_token
 
-    def plan(self, ctx):
+    def choose(self, ctx):
         s, Lbar = self.env.scenario, self.env.average_plan.L
         act = np.flatnonzero(Lbar > 0)
         if act.size == 0:
-            return Lbar, self.env.average_plan.b
+            return Plan(Lbar, self.env.average_plan.b)
         B, S = s.radio.bandwidth_hz, s.payload.bits_per_token
         per_token = s.tau[act] + S / ctx.rates.rate(np.full(s.num_users, B / act.size))[act]
         order = act[np.argsort(-per_token, kind="stable")]
@@ -390,7 +442,7 @@ class ReplanDrop(MultiUserController):
         u = self.env.table - lam * self.t1 * np.arange(self.env.L_max + 1)[None, :]
         J, _, b = round_objective(s, ctx.rates, u, np.zeros(s.num_users), lam, cand)
         i = int(np.argmax(J))
-        return cand[i], b[i]
+        return Plan(cand[i], b[i])
 
     def update(self, out):
         self.lam.add(out)
@@ -430,7 +482,7 @@ class ReplanCoordinate(MultiUserController):
         cand = np.vstack(moves)
         return cand[np.all((cand >= 0) & (cand < P), axis=1)]
 
-    def plan(self, ctx):
+    def choose(self, ctx):
         s, K, P = self.env.scenario, self.env.K, self.env.L_max + 1
         lam = self.lam.value
         u = self.env.table - lam * self.t1 * np.arange(P)[None, :]
@@ -447,7 +499,7 @@ class ReplanCoordinate(MultiUserController):
                 break
             L, J0, b = cand[i], float(J[i]), bs[i]
         self.prev = L
-        return L, b
+        return Plan(L, b)
 
     def update(self, out):
         self.lam.add(out)
@@ -512,7 +564,7 @@ class EnergyQueue(MultiUserController):
         self.status: dict = {}
         self.Q_max = np.zeros(K)
 
-    def plan(self, ctx):
+    def choose(self, ctx):
         s, Q = self.env.scenario, self.Q
         t1 = s.server.t1_s_per_token
         price = self.V * self.lam.value + float(np.dot(self.p_idle, Q))
@@ -522,7 +574,7 @@ class EnergyQueue(MultiUserController):
                              max_nodes=self.max_nodes)
         self.status[sol.status] = self.status.get(sol.status, 0) + 1
         self.prev = sol.L
-        return sol.L, sol.b
+        return Plan(sol.L, sol.b)
 
     def update(self, out):
         self.Q = np.maximum(self.Q + out.E - self.budget, 0.0)
@@ -534,7 +586,7 @@ class EnergyQueue(MultiUserController):
                 "max_debt_j": self.Q_max.copy(), "final_lambda": self.lam.value}
 
 
-__all__ = ["MultiUserEnv", "RoundContext", "RoundOutcome", "MultiUserController", "MULTIUSER_CONTROLLERS",
+__all__ = ["MultiUserEnv", "Plan", "check_plan", "BandContext", "BandOutcome", "MultiUserController", "MULTIUSER_CONTROLLERS",
            "register_multiuser_controller", "get_multiuser_controller", "multiuser_controller_names", "mspec",
            "parse_mspec", "make_multiuser_controller", "PlanOnAverage", "ServerOnly", "ReplanRatio",
            "ReplanDinkelbach", "ReplanBandwidth", "ReplanDrop", "ReplanCoordinate", "EnergyQueue", "LAMBDA_TOKENS",

@@ -24,13 +24,14 @@ from ..emulator.clock import sync_clock
 from ..emulator.fading import Fading
 from ..emulator.testbed import MAX_ROUND_USER_CELLS
 from ..emulator.traces import Trace, trace_bits
-from ..rounds import Allocation, sync_round_time, uplink_time
+from ..control.bandwidth import min_makespan_bandwidth
+from ..decision import check_decider, check_lengths, reads_confidence
+from ..rounds import Allocation, fixed_round_overhead, sync_round_time, uplink_time
 from ..scenario import Scenario
 from ..validation import ValidationError, check_int_range
 from .energy import ENERGY_PRESETS, device_energy, round_energy
 from .registry import ControllerSpec
-from .multiuser import (MultiUserController, MultiUserEnv, RoundContext, RoundOutcome, get_multiuser_controller,
-                        parse_mspec)
+from .multiuser import BandContext, BandOutcome, MultiUserEnv, check_plan, get_multiuser_controller, parse_mspec
 from .round_problem import faded_rates
 
 MAX_USERS = BNB_FULL_USERS  # per-round solvers: heterogeneous-sync certifies to its tolerance up to this K
@@ -169,24 +170,10 @@ def multiuser_env(scenario: Scenario, config: ReplanConfig, average_plan: Alloca
                         device_energy(scenario, config.energy_preset))
 
 
-def _check_plan(name: str, r: int, L, b, K: int, L_max: int, B: float):
-    L = np.asarray(L)
-    b = np.asarray(b, dtype=float)
-    if L.shape != (K,) or b.shape != (K,):
-        raise ValidationError(f"controller {name!r}, round {r}: plan must be L [K] and b [K] with K = {K}, "
-                              f"got shapes {L.shape} and {b.shape}")
-    if not np.issubdtype(L.dtype, np.integer) or L.min() < 0 or L.max() > L_max:
-        raise ValidationError(f"controller {name!r}, round {r}: draft lengths must be integers in [0, {L_max}]")
-    if not np.all(np.isfinite(b) & (b >= 0)) or b.sum() > B * (1 + 1e-9):
-        raise ValidationError(f"controller {name!r}, round {r}: bandwidth must be finite, >= 0 and sum to <= {B:g} Hz")
-    if np.any((L > 0) & (b <= 0)):
-        raise ValidationError(f"controller {name!r}, round {r}: a drafting user needs bandwidth > 0")
-    return L.astype(int), b
-
-
-def _draws(scenario: Scenario, config: ReplanConfig) -> np.ndarray:
-    """The fading ``h [R, K]`` from a generator that has first drawn the ``R x K`` acceptance uniforms
-    (the testbed's order), in chunks to bound memory."""
+def fading_draws(scenario: Scenario, config: ReplanConfig) -> np.ndarray:
+    """The fading ``h [R, K]`` every controller of a run sees (:func:`play`'s ``h``): drawn from
+    ``numpy.random.default_rng(config.seed)`` after the ``R x K`` acceptance uniforms (the
+    testbed's order), those drawn in chunks to bound memory."""
     R, K = config.rounds, scenario.num_users
     rng = np.random.default_rng(config.seed)
     step = max(1, 1_000_000 // K)
@@ -195,14 +182,33 @@ def _draws(scenario: Scenario, config: ReplanConfig) -> np.ndarray:
     return config.fading.draw(R, K, rng)
 
 
-def play(scenario: Scenario, controller: MultiUserController, h: np.ndarray, config: ReplanConfig,
-         label: str = "") -> ReplanResult:
-    """Play one controller over the channel ``h [R, K]`` (module docstring) and clock it with
-    :func:`spinlib.emulator.sync_clock` on the realised per-round lengths and bandwidths."""
-    env = controller.env
-    R, K = h.shape
-    B = scenario.radio.bandwidth_hz
+def play(scenario: Scenario, controller, h: np.ndarray, config: ReplanConfig, label: str = "",
+         energy: tuple | None = None) -> ReplanResult:
+    """Play one decider over the channel ``h [R, K]`` (module docstring) and clock it with
+    :func:`spinlib.emulator.sync_clock` on the realised per-round lengths and bandwidths.
+
+    ``controller`` is any decider of :mod:`spinlib.decision` whose ``stop`` does not read the
+    draft's observables (this player has none): a :class:`~spinlib.online.multiuser.MultiUserController`,
+    or e.g. :class:`spinlib.decision.FixedLength`. Its ``choose`` returns a
+    :class:`~spinlib.online.multiuser.Plan` or lengths; a plan without bandwidth gets paper 1's split
+    for its lengths (the least makespan on the round's channel,
+    :func:`spinlib.control.bandwidth.min_makespan_bandwidth`). Each round it sees a
+    :class:`~spinlib.online.multiuser.BandContext` (``t = r``, ``h = h[r]``) and learns from a
+    :class:`~spinlib.online.multiuser.BandOutcome`.
+
+    ``energy``: the devices' energy models (default: the controller's ``env.energy``, else
+    ``config.energy_preset``'s).
+    """
+    check_decider(controller, "controller")
     name = label or type(controller).__name__
+    if reads_confidence(controller):
+        raise ValidationError(f"controller {name!r} stops on the draft's confidence, which the multi-user player does "
+                              f"not observe: mark its stop with spinlib.decision.never_stops, or play it in the arena")
+    R, K = h.shape
+    if energy is None:
+        env = getattr(controller, "env", None)
+        energy = env.energy if env is not None else device_energy(scenario, config.energy_preset)
+    B = scenario.radio.bandwidth_hz
     pi = prefix_table(scenario, config.L_max, config.acceptance)
     acc_rng = np.random.default_rng(config.seed)  # the acceptance uniforms come first in the testbed's stream
     Ls = np.zeros((R, K), dtype=int)
@@ -210,15 +216,23 @@ def play(scenario: Scenario, controller: MultiUserController, h: np.ndarray, con
     As = np.zeros((R, K), dtype=int)
     Es = np.zeros((R, K))
     tau = scenario.tau
+    equal = np.full(K, B / K)
+    rate_mean = faded_rates(scenario, np.ones(K)).rate(equal)
+    no_state, no_delay = np.zeros(K, dtype=int), np.zeros(K)
+    over = np.full(K, fixed_round_overhead(scenario))
     for r in range(R):
-        ctx = RoundContext(r, h[r], faded_rates(scenario, h[r]))
-        L, b = _check_plan(name, r, *controller.plan(ctx), K, env.L_max, B)
+        rates = faded_rates(scenario, h[r])
+        ctx = BandContext(r, rates.rate(equal), rate_mean, no_state, no_delay, None, None, h[r], rates)
+        who = f"controller {name!r}, round {r}"
+        plan = check_plan(controller.choose(ctx), K, config.L_max, B, who)
+        L = check_lengths(controller.stop(ctx, plan.L), K, plan.L, who)
+        b = plan.b if plan.b is not None else min_makespan_bandwidth(scenario, L, rates)[1]
         A = sample_accepted(L, pi, 1, acc_rng)[0]
-        up = uplink_time(scenario, L, b, rates=ctx.rates)
+        up = uplink_time(scenario, L, b, rates=rates)
         T = float(sync_round_time(scenario, np.max(L * tau + up), L.sum()))
-        E = round_energy(env.energy, L, up, T - L * tau - up)
+        E = round_energy(energy, L, up, T - L * tau - up)
         Ls[r], bs[r], As[r], Es[r] = L, b, A, E
-        controller.update(RoundOutcome(r, L, b, A, A + 1, T, up, E))
+        controller.update(BandOutcome(L, A, A + 1, np.full(K, T), E, over, rates.rate(b), b, up))
     template = Allocation((0,) * K, (0.0,) * K, "sync", name)
     up_bits, down_bits = trace_bits(scenario, template, Ls, As)
     trace = Trace(drafted=Ls, accepted=As, bits_up=up_bits, bits_down=down_bits, draft_s=Ls * tau)
@@ -234,7 +248,7 @@ def play(scenario: Scenario, controller: MultiUserController, h: np.ndarray, con
                         mean_L=float(Ls.mean()),
                         energy_per_token_j=float(Es.sum() / N.sum()), energy_per_round_j=Es.mean(axis=0),
                         draft_lengths=Ls, bandwidth_hz=bs, tokens=N, round_times_s=m.round_time_s, energy_j=Es,
-                        info=controller.info())
+                        info=controller.info() if hasattr(controller, "info") else {})
 
 
 def run_replan(scenario: Scenario, controllers, config: ReplanConfig | None = None, *,
@@ -262,7 +276,7 @@ def run_replan(scenario: Scenario, controllers, config: ReplanConfig | None = No
         raise ValidationError(f"rounds x users = {config.rounds * scenario.num_users:,} exceeds the limit of "
                               f"{MAX_ROUND_USER_CELLS:,} (memory grows with rounds x users)")
     env = multiuser_env(scenario, config, average_plan)
-    h = _draws(scenario, config)
+    h = fading_draws(scenario, config)
     out = []
     for spec in specs:
         t = time.perf_counter()
@@ -279,5 +293,6 @@ DEFAULT_CONTROLLERS = ("plan-on-average", "server-only", "replan-ratio", "replan
                        "replan-drop", "replan-coordinate", "energy-queue")
 
 
-__all__ = ["MAX_USERS", "MAX_ROUNDS", "ACCEPTANCE", "ReplanConfig", "ReplanResult", "multiuser_env", "play",
+__all__ = ["MAX_USERS", "MAX_ROUNDS", "ACCEPTANCE", "ReplanConfig", "ReplanResult", "multiuser_env", "fading_draws",
+           "play",
            "run_replan", "DEFAULT_CONTROLLERS"]

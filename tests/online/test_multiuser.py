@@ -16,6 +16,7 @@ from spinlib.control.heterogeneous import solve_heterogeneous_sync
 from spinlib.emulator import EmulatorConfig, Fading, emulate
 from spinlib.online import energy as en, multiuser as mu, replan as rep, round_problem as rp
 from spinlib.studies import replanning
+from spinlib.online.multiuser import Plan
 from spinlib.presets import random_scenario
 from spinlib.validation import ValidationError
 from helpers import spinlib_cli
@@ -71,10 +72,41 @@ def test_outcomes_the_controllers_learn_from_match_the_clock():
         (res,) = rep.run_replan(s, ["test-recorder"], rep.ReplanConfig(rounds=60, seed=2, fading=Fading("rayleigh")))
     finally:
         mu.REGISTRY.remove("test-recorder")
-    T = np.array([o.T for o in seen])
-    np.testing.assert_allclose(T, res.round_times_s, rtol=1e-12)
+    T = np.array([o.T for o in seen])  # [R, K]: every user's round is the synchronous round
+    np.testing.assert_allclose(T, np.repeat(res.round_times_s[:, None], s.num_users, axis=1), rtol=1e-12)
     np.testing.assert_array_equal(np.array([o.E for o in seen]), res.energy_j)
+    np.testing.assert_array_equal(np.array([o.b for o in seen]), res.bandwidth_hz)
+    np.testing.assert_array_equal(np.array([o.N for o in seen]), res.tokens)
+    up, rate, L = np.array([o.upload_s for o in seen]), np.array([o.rate for o in seen]), res.draft_lengths
+    on = L > 0  # a silent user uploads nothing (and may have no bandwidth, so no rate)
+    assert on.any() and (~on).any() and np.all(up[~on] == 0)
+    np.testing.assert_allclose(up[on], L[on] * s.payload.bits_per_token / rate[on], rtol=1e-12)
     assert np.all(res.bandwidth_hz.sum(axis=1) <= s.radio.bandwidth_hz * (1 + 1e-12))
+
+
+def test_any_decider_of_the_seam_plays_on_the_multi_user_player():
+    """The one decision seam: a plain FixedLength decider (lengths only, no bandwidth) gets paper 1's
+    split on every round's channel, which is exactly what replan-bandwidth plans; a decider that
+    stops on the draft's confidence, which this player does not observe, is refused in one line."""
+    from spinlib.decision import FixedLength
+
+    class Stopper(FixedLength):  # a stop rule on the draft's confidence (not marked never_stops)
+        def stop(self, ctx, L_ref):
+            return np.minimum(L_ref, (ctx.top_prob > 0.5).sum(axis=1))
+
+    s = random_scenario(3, 17)
+    cfg = rep.ReplanConfig(rounds=80, seed=3, fading=Fading("rayleigh"))
+    (ref,) = rep.run_replan(s, ["replan-bandwidth"], cfg)
+    avg = solve_heterogeneous_sync(s, cfg.L_max)
+    got = rep.play(s, FixedLength(avg.L), rep.fading_draws(s, cfg), cfg)
+    assert got.goodput_tokens_per_s == ref.goodput_tokens_per_s
+    np.testing.assert_array_equal(got.bandwidth_hz, ref.bandwidth_hz)
+    np.testing.assert_array_equal(got.energy_j, ref.energy_j)
+    assert not np.all(got.bandwidth_hz == got.bandwidth_hz[0])  # the split follows the fading
+    _one_line(lambda: rep.play(s, Stopper([2, 2, 2]), rep.fading_draws(s, cfg), cfg), "confidence", "never_stops")
+    _one_line(lambda: rep.play(s, FixedLength([cfg.L_max + 1] * 3), rep.fading_draws(s, cfg), cfg), "round 0", "lengths")
+    _one_line(lambda: rep.play(s, FixedLength([1, 1]), rep.fading_draws(s, cfg), cfg), "3 integer length")
+    _one_line(lambda: rep.play(s, object(), rep.fading_draws(s, cfg), cfg), "choose(ctx)")
 
 
 def test_replan_ratio_solves_the_faded_scenario():
@@ -210,8 +242,8 @@ def test_bad_input_is_one_line():
 
     @mu.register_multiuser_controller("test-greedy", "asks for more than the band", replace=True)
     class Greedy(mu.MultiUserController):
-        def plan(self, ctx):
-            return np.ones(self.env.K, dtype=int), np.full(self.env.K, self.env.scenario.radio.bandwidth_hz)
+        def choose(self, ctx):
+            return Plan(np.ones(self.env.K, dtype=int), np.full(self.env.K, self.env.scenario.radio.bandwidth_hz))
 
     try:
         _one_line(lambda: rep.run_replan(s, ["test-greedy"], cfg), "test-greedy", "round 0", "bandwidth")
@@ -232,15 +264,15 @@ def test_cli_replan(tmp_path):
     plugin = tmp_path / "mine.py"
     plugin.write_text(
         "import numpy as np\n"
-        "from spinlib.online.multiuser import MultiUserController, register_multiuser_controller\n\n"
+        "from spinlib.online.multiuser import MultiUserController, Plan, register_multiuser_controller\n\n"
         "@register_multiuser_controller('equal-split', 'L for everyone, equal bandwidth')\n"
         "class EqualSplit(MultiUserController):\n"
         "    def __init__(self, env, L: int = 4):\n"
         "        super().__init__(env)\n"
         "        self.L = L\n\n"
-        "    def plan(self, ctx):\n"
+        "    def choose(self, ctx):\n"
         "        K, B = self.env.K, self.env.scenario.radio.bandwidth_hz\n"
-        "        return np.full(K, self.L), np.full(K, B / K)\n")
+        "        return Plan(np.full(K, self.L), np.full(K, B / K))\n")
     r = _cli("replan", str(cell), "--fading", "rayleigh", "--rounds", "30", "--seed", "1", "--L-max", "5", "--json",
              "--controllers", "plan-on-average,replan-coordinate:max_sweeps=2,equal-split:L=2", "--plugin", str(plugin))
     assert r.returncode == 0, r.stderr
