@@ -249,8 +249,8 @@ def test_arena_command_runs_and_refuses_bad_input(capsys):
     out = _json.loads(raw)
     assert "NaN" not in raw and "Infinity" not in raw  # two seeds: no interval, null rather than NaN
     text = _json.dumps(out)
-    assert "ucb-specstop" in text and "fixed:L=2" in text and "tokens_per_s" in text
-    assert all(r["tokens_per_s"]["ci95"] is None and r["tokens_per_s"]["mean"] > 0 for r in out["controllers"])
+    assert "ucb-specstop" in text and "fixed:L=2" in text and "user_goodput_tokens_per_s" in text
+    assert all(r["user_goodput_tokens_per_s"]["ci95"] is None and r["user_goodput_tokens_per_s"]["mean"] > 0 for r in out["controllers"])
     for argv in (["arena", "--controllers", "nope"], ["arena", "--rounds", "-3"],
                  ["arena", "--controllers", "gelato:V=-1"], ["arena", "--controllers", "fixed:L=2,zzz=1"]):
         assert main(argv) == 2, argv

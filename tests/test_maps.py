@@ -109,8 +109,8 @@ def test_online_points_are_the_arena_and_check_their_axes():
     specs = [cspec("ucb-specstop"), cspec("specdec++", h=0.7)]
     s = run_arena(specs, pair_streams("smollm2-rtn4g16"),
                   ArenaConfig(rounds=200, users=2, L_max=8, delay=Delay("exponential", 0.3), **tim), seed=5).summary()
-    assert m["margin_specdecpp"] == pytest.approx(s.loc["ucb-specstop", "tokens_per_s"]
-                                                  / s.loc[specs[1].title, "tokens_per_s"] - 1, rel=1e-9)
+    assert m["margin_specdecpp"] == pytest.approx(s.loc["ucb-specstop", "user_goodput_tokens_per_s"]
+                                                  / s.loc[specs[1].title, "user_goodput_tokens_per_s"] - 1, rel=1e-9)
     g = gelato_gain_point({"budget_fraction": 0.5, "delay_ms": 200, "pair": "smollm2-rtn4g16", "rounds": 200,
                            "users": 2}, 3)
     assert all(np.isfinite(v) for v in g.values()) and g["budget_j"] > 0 and g["debt_j"] >= 0
@@ -248,7 +248,7 @@ def test_regret_and_gelato_v_points_are_finite_and_fit_like_regret_exponent():
 
     cell = {"c": 0.5, "delay_ms": 200, "pair": "smollm2-rtn4g16", "rounds": 300, "users": 2}
     r = regret_growth_point(cell, 3)
-    assert 0 < r["p"] <= 3 and np.isfinite(r["regret_s"]) and r["tokens_per_s"] > 0
+    assert 0 < r["p"] <= 3 and np.isfinite(r["regret_s"]) and r["user_goodput_tokens_per_s"] > 0
     t = np.arange(1, 65, dtype=float)
     y = 2 + 3 * t ** 0.4
     assert _growth_fitter(t, 1 / 32)(y) == pytest.approx(0.4, abs=1e-3)

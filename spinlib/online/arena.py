@@ -22,7 +22,9 @@ Token counts are exact for any sequence of lengths. Rules that stop on the draft
 of a round; after it the real draft would see its own (rejected) prefix, which no trace records,
 so the number of *wasted* drafts of such rules is approximate (their tokens are not).
 
-Reported per controller (and seed): tokens per second (mean over users of ``sum N / sum T``),
+Reported per controller (and seed): the mean user goodput ``user_goodput_tokens_per_s`` (each user's
+``sum N / sum T``, averaged over users: the users are independent links, so it is the cell's goodput
+over ``K``; the testbed's and the re-planner's ``goodput_tokens_per_s`` is the cell's ``sum N / sum T``),
 per-token latency percentiles (``T / N`` of every round, weighted by ``N``), energy per token,
 energy debt (the virtual queue ``Z`` of the budget ``E_bar`` after the last round, mean over
 users) and regret against two oracles, as extra time [s] per user::
@@ -399,7 +401,7 @@ def _metrics(sim: dict, cfg: ArenaConfig) -> dict:
     N, T, E, L = sim["N"], sim["T"], sim["E"], sim["L"]
     p50, p95, p99 = _weighted_quantiles((T / N).ravel(), N.ravel(), (0.5, 0.95, 0.99))
     Z = energy_queue(E, cfg.energy_budget_j)
-    return {"tokens_per_s": float(np.mean(N.sum(0) / T.sum(0))),
+    return {"user_goodput_tokens_per_s": float(np.mean(N.sum(0) / T.sum(0))),
             "latency_p50_ms": 1e3 * p50, "latency_p95_ms": 1e3 * p95, "latency_p99_ms": 1e3 * p99,
             "energy_per_token_j": float(E.sum() / N.sum()), "energy_per_round_j": float(E.mean()),
             "energy_debt_j": float(Z[-1].mean()), "mean_L": float(L.mean()), "tokens_per_round": float(N.mean()),

@@ -6,7 +6,7 @@
 Each controller is ``name`` or ``name:key=value,...`` (``--list-controllers``). Inputs: the
 committed traces of ``--pair`` (``data/traces``; ``--tasks`` to pick task groups) or i.i.d.
 outcomes (``--synthetic-alpha``). Output: per controller the mean over seeds with a 95 %
-bootstrap interval of tokens/s, per-token latency percentiles, energy per token, energy debt and
+bootstrap interval of the mean user goodput [tokens/s per user], per-token latency percentiles, energy per token, energy debt and
 regret against the best fixed length in hindsight and the per-round clairvoyant. Bad input is
 one line on stderr and exit code 2.
 
@@ -22,7 +22,7 @@ import sys
 
 from ..cliargs import seed_arg
 
-METRICS = ("tokens_per_s", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "energy_per_token_j",
+METRICS = ("user_goodput_tokens_per_s", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "energy_per_token_j",
            "energy_per_round_j", "energy_debt_j", "regret_fixed_s", "regret_clairvoyant_s", "mean_L",
            "tokens_per_round")
 
@@ -178,9 +178,9 @@ def cmd_arena(args) -> int:
         print(json.dumps(doc, indent=1, allow_nan=False))
     else:
         print(f"arena: {source}; {cfg.users} users x {cfg.rounds} rounds x {args.seeds} seeds")
-        print(f"{'controller':28s} {'tokens/s':>10s} {'p95 ms':>8s} {'J/token':>9s} {'regret s':>9s} {'mean L':>7s}")
+        print(f"{'controller':28s} {'tok/s/user':>10s} {'p95 ms':>8s} {'J/token':>9s} {'regret s':>9s} {'mean L':>7s}")
         for r in rows:
-            print(f"{r['controller']:28s} {r['tokens_per_s']['mean']:10.2f} {r['latency_p95_ms']['mean']:8.1f} "
+            print(f"{r['controller']:28s} {r['user_goodput_tokens_per_s']['mean']:10.2f} {r['latency_p95_ms']['mean']:8.1f} "
                   f"{r['energy_per_token_j']['mean']:9.4f} {r['regret_fixed_s']['mean']:9.2f} "
                   f"{r['mean_L']['mean']:7.2f}")
     return 0

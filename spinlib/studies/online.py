@@ -249,7 +249,7 @@ def regret_study(pair: str, controllers, *, rounds: int, users: int, n_seeds: in
 def _best(res, specs):
     """The spec among ``specs`` with the highest mean throughput over seeds in the arena result ``res``."""
     summ = res.summary()
-    return max(specs, key=lambda sp: float(summ.loc[sp.title, "tokens_per_s"]))
+    return max(specs, key=lambda sp: float(summ.loc[sp.title, "user_goodput_tokens_per_s"]))
 
 
 def drift_study(pair: str, *, levels_s, period: int, h_grid, rounds: int, users: int, n_seeds: int, seed: int,
@@ -406,7 +406,7 @@ def _fixed_lengths(streams, common: dict, L_max: int, seed: int, n_seeds: int):
                       n_seeds=n_seeds, oracles=False)
     fs = fixed.summary()
     col = lambda c: [float(fs.loc[f"fixed:L={L}", c]) for L in range(1, L_max + 1)]  # noqa: E731
-    return col("tokens_per_round"), col("round_time_s"), col("energy_per_round_j"), col("tokens_per_s")
+    return col("tokens_per_round"), col("round_time_s"), col("energy_per_round_j"), col("user_goodput_tokens_per_s")
 
 
 def budget_between(E, tokens_per_s, frac: float) -> float:
@@ -446,9 +446,9 @@ def gelato_gain_point(cell: dict, seed: int, *, pair: str = "qwen-coder", rounds
     summ = run_arena([g, f4], streams, ArenaConfig(energy_budget_j=budget, **common), seed=int(seed), n_seeds=1,
                      oracles=False).summary()
     G, F = summ.loc[g.title], summ.loc[f4.title]
-    return {"gain_tput": float(G["tokens_per_s"] / F["tokens_per_s"] - 1),
+    return {"gain_tput": float(G["user_goodput_tokens_per_s"] / F["user_goodput_tokens_per_s"] - 1),
             "gain_energy": float(1 - G["energy_per_token_j"] / F["energy_per_token_j"]),
-            "gap_mixture": float(G["tokens_per_s"] / mixture - 1), "debt_j": float(G["energy_debt_j"]),
+            "gap_mixture": float(G["user_goodput_tokens_per_s"] / mixture - 1), "debt_j": float(G["energy_debt_j"]),
             "budget_j": budget}
 
 
@@ -466,10 +466,10 @@ def gelato_study(pair: str, *, V_values, budget_fractions, V_front: float, eta: 
     N, T, E, thr = _fixed_lengths(streams, common, L_max, seed, n_seeds)
     out = {"timings": tim, "energy_model": {"draft_j_per_token": em.draft_j_per_token, "tx_power_w": em.tx_power_w,
                                             "idle_power_w": em.idle_power_w},
-           "fixed": {"N": N, "T": T, "E": E, "tokens_per_s": thr},
+           "fixed": {"N": N, "T": T, "E": E, "user_goodput_tokens_per_s": thr},
            "budgets": {}}
     for frac in budget_fractions:
-        budget = budget_between(E, out["fixed"]["tokens_per_s"], frac)
+        budget = budget_between(E, out["fixed"]["user_goodput_tokens_per_s"], frac)
         best, arg = best_feasible_mixture(N, T, E, budget)
         Vs = V_values if frac == budget_fractions[len(budget_fractions) // 2] else [V_front]
         specs = [cspec("gelato", V=V, eta=eta) for V in Vs] + [cspec("lyapunov-only", V=V_front),
@@ -508,7 +508,7 @@ def specstop_margin_point(cell: dict, seed: int, *, pair: str = "qwen-coder", ro
     specs = [cspec("ucb-specstop"), cspec("specdec++", h=h), cspec("naive-ucb")]
     res = run_arena(specs, pair_streams(pair), cfg, seed=int(seed), n_seeds=1)
     summ = res.summary()
-    th = {sp.name: float(summ.loc[sp.title, "tokens_per_s"]) for sp in specs}
+    th = {sp.name: float(summ.loc[sp.title, "user_goodput_tokens_per_s"]) for sp in specs}
     best = float(summ.loc[specs[0].title, "best_fixed_tokens_per_s"])
     return {"margin_specdecpp": th["ucb-specstop"] / th["specdec++"] - 1, "margin_naive": th["ucb-specstop"]
             / th["naive-ucb"] - 1, "gap_best_fixed": th["ucb-specstop"] / best - 1,
@@ -578,7 +578,7 @@ def regret_growth_point(cell: dict, seed: int, *, pair: str = "qwen-coder", roun
     one arena run (exponential delay, the pair's traces and timings); the regret against the best fixed
     length in hindsight at 40 geometric rounds, fitted by ``a + b t^p`` (:func:`regret_exponent`'s fit,
     on this seed's curve). ``cell``: ``c`` and ``delay_ms``; ``pair``, ``rounds``, ``users`` may come as
-    single-valued axes. Returns ``p``, the final regret ``regret_s`` [s/user] and ``tokens_per_s``."""
+    single-valued axes. Returns ``p``, the final regret ``regret_s`` [s/user] and ``user_goodput_tokens_per_s``."""
     check_axes("regret_growth_point", cell, {"c", "delay_ms", "pair", "rounds", "users"})
     pair, rounds, users = _settings(cell, pair, rounds, users)
     c = float(cell.get("c", 1.0))
@@ -590,7 +590,7 @@ def regret_growth_point(cell: dict, seed: int, *, pair: str = "qwen-coder", roun
     curve = np.asarray(res.regret_fixed[spec.title], float)[0]
     p = _growth_fitter(points + 1.0, 1 / 32)(curve[points])
     summ = res.summary()
-    return {"p": p, "regret_s": float(curve[-1]), "tokens_per_s": float(summ.loc[spec.title, "tokens_per_s"])}
+    return {"p": p, "regret_s": float(curve[-1]), "user_goodput_tokens_per_s": float(summ.loc[spec.title, "user_goodput_tokens_per_s"])}
 
 
 def gelato_v_point(cell: dict, seed: int, *, pair: str = "qwen-coder", rounds: int = 2000, users: int = 6,
@@ -617,7 +617,7 @@ def gelato_v_point(cell: dict, seed: int, *, pair: str = "qwen-coder", rounds: i
     summ = run_arena(specs, streams, ArenaConfig(energy_budget_j=budget, **common), seed=int(seed), n_seeds=1,
                      oracles=False).summary()
     debt = np.array([float(summ.loc[sp.title, "energy_debt_j"]) for sp in specs])
-    G = np.array([float(summ.loc[sp.title, "tokens_per_s"]) for sp in specs])
+    G = np.array([float(summ.loc[sp.title, "user_goodput_tokens_per_s"]) for sp in specs])
     V = np.asarray(V_values, float)
     pos = debt > 0
     slope = float(np.polyfit(np.log(V[pos]), np.log(debt[pos]), 1)[0]) if pos.sum() >= 2 else 0.0

@@ -244,7 +244,7 @@ def test_same_inputs_for_every_controller():
     streams, cfg = _stationary(rounds=300, users=3)
     a = run_arena(["fixed:L=3", "ucb-specstop"], streams, cfg, seed=5).frame()
     b = run_arena(["fixed:L=3"], streams, cfg, seed=5).frame()
-    assert a.iloc[0]["tokens_per_s"] == b.iloc[0]["tokens_per_s"]  # adding a controller changes nobody's inputs
+    assert a.iloc[0]["user_goodput_tokens_per_s"] == b.iloc[0]["user_goodput_tokens_per_s"]  # adding a controller changes nobody's inputs
 
 
 def test_user_controller_in_one_class():
@@ -260,7 +260,7 @@ def test_user_controller_in_one_class():
     try:
         streams, cfg = _stationary(rounds=200, users=2)
         df = run_arena(["test-always-two", "fixed:L=2"], streams, cfg, seed=0).frame().set_index("controller")
-        assert df.loc["test-always-two", "tokens_per_s"] == df.loc["fixed:L=2", "tokens_per_s"]
+        assert df.loc["test-always-two", "user_goodput_tokens_per_s"] == df.loc["fixed:L=2", "user_goodput_tokens_per_s"]
     finally:
         del CONTROLLERS["test-always-two"]
 
@@ -331,7 +331,7 @@ def test_cli_arena_json(capsys):
     doc = json.loads(capsys.readouterr().out)
     assert [r["controller"] for r in doc["controllers"]] == ["ucb-specstop", "fixed:L=2", "gelato:V=5"]
     r = doc["controllers"][0]
-    assert r["tokens_per_s"]["ci95"][0] <= r["tokens_per_s"]["mean"] <= r["tokens_per_s"]["ci95"][1]
+    assert r["user_goodput_tokens_per_s"]["ci95"][0] <= r["user_goodput_tokens_per_s"]["mean"] <= r["user_goodput_tokens_per_s"]["ci95"][1]
 
 
 @pytest.mark.parametrize("argv,words", [

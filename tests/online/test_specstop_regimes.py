@@ -80,8 +80,8 @@ def _streams():
 def test_the_contextual_variant_is_plain_ucb_when_the_channel_has_one_state():
     cfg = ArenaConfig(rounds=300, users=3, delay=Delay("exponential", 0.1))
     r = run_arena(["ucb-specstop", "ucb-specstop-csi"], _streams(), cfg, seed=2, n_seeds=2, oracles=False)
-    a = [row["tokens_per_s"] for row in r.rows if row["controller"] == "ucb-specstop"]
-    b = [row["tokens_per_s"] for row in r.rows if row["controller"] == "ucb-specstop-csi"]
+    a = [row["user_goodput_tokens_per_s"] for row in r.rows if row["controller"] == "ucb-specstop"]
+    b = [row["user_goodput_tokens_per_s"] for row in r.rows if row["controller"] == "ucb-specstop-csi"]
     assert a == b
 
 
@@ -222,7 +222,7 @@ def test_arena_takes_a_controller_from_a_plugin_file(tmp_path):
     import json as _json
 
     rows = {c["controller"]: c for c in _json.loads(r.stdout)["controllers"]}
-    assert rows["always-two-test"]["tokens_per_s"] == rows["fixed:L=2"]["tokens_per_s"]  # the same decisions
+    assert rows["always-two-test"]["user_goodput_tokens_per_s"] == rows["fixed:L=2"]["user_goodput_tokens_per_s"]  # the same decisions
     r = _arena_cli("--plugin", str(tmp_path / "missing.py"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
 
@@ -232,8 +232,8 @@ def test_the_per_token_variant_with_one_arm_is_specdecpp():
     cfg = ArenaConfig(rounds=300, users=3, delay=Delay("exponential", 0.1))
     r = run_arena(["ucb-specstop-token:h_min=0.7,h_max=0.7,arms=1", "specdec++:h=0.7"], _streams(), cfg, seed=4,
                   n_seeds=2, oracles=False)
-    a = [row["tokens_per_s"] for row in r.rows if row["controller"].startswith("ucb-specstop-token")]
-    b = [row["tokens_per_s"] for row in r.rows if row["controller"] == "specdec++:h=0.7"]
+    a = [row["user_goodput_tokens_per_s"] for row in r.rows if row["controller"].startswith("ucb-specstop-token")]
+    b = [row["user_goodput_tokens_per_s"] for row in r.rows if row["controller"] == "specdec++:h=0.7"]
     assert len(a) == 2 and a == b
 
 
@@ -248,7 +248,7 @@ def test_the_per_token_variant_learns_a_good_threshold(delay_s):
     hs = UCBSpecStopToken.thresholds(0.1, 0.9, 9)
     specs = ["ucb-specstop-token"] + [f"specdec++:h={h:g}" for h in hs]
     cfg = ArenaConfig(rounds=3000, users=2, L_max=8, delay=Delay("exponential", delay_s), **pair_timings("qwen-coder"))
-    s = run_arena(specs, pair_streams("qwen-coder"), cfg, seed=1, n_seeds=2, oracles=False).summary()["tokens_per_s"]
+    s = run_arena(specs, pair_streams("qwen-coder"), cfg, seed=1, n_seeds=2, oracles=False).summary()["user_goodput_tokens_per_s"]
     arms = s[specs[1:]]
     assert arms.max() > 1.05 * arms.min()
     assert arms.min() < s["ucb-specstop-token"] and s["ucb-specstop-token"] >= 0.9 * arms.max()
