@@ -161,4 +161,4 @@ def test_tests_mirror_the_library():
     packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
     dirs = {p.name for p in (REPO / "tests").iterdir() if p.is_dir() and not p.name.startswith((".", "__"))}
     assert dirs <= packages, dirs - packages
-    assert {"control", "online", "emulator", "sd", "balance"} <= dirs
+    assert {"control", "online", "emulator", "sd", "balance", "studies"} <= dirs

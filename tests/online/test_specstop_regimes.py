@@ -8,7 +8,6 @@ from hypothesis import given, settings, strategies as st
 
 from spinlib.emulator.fading import Fading
 from spinlib.online.arena import ArenaConfig, Delay, Stream, run_arena
-from spinlib.studies.online import regret_exponent
 from spinlib.online.specstop import _ArmStats
 from spinlib.validation import ValidationError
 from helpers import spinlib_cli
@@ -145,48 +144,6 @@ def test_the_state_threshold_ignores_a_delay_state():
     for k in range(2):
         s = inp.state[late, k]
         assert abs(L[late, k][s == 0].mean() - L[late, k][s == 1].mean()) < 0.5
-
-
-# ---------------------------------------------------------------- the regret's growth
-def _curves(f, seeds=6, noise=0.02, seed=0):
-    t = np.unique(np.geomspace(1, 4000, 40).astype(int))
-    rng = np.random.default_rng(seed)
-    base = f(t.astype(float))
-    return t, base[None, :] * (1 + noise * rng.standard_normal((seeds, t.size)))
-
-
-def test_regret_exponent_tells_log_from_a_power_law():
-    t, Y = _curves(lambda t: 5 + 3 * np.log(t))
-    g = regret_exponent(t, Y)
-    assert g["log_consistent"] and g["p_lo"] <= 0.1
-    t, Y = _curves(lambda t: 2 * t ** 0.5)
-    g = regret_exponent(t, Y)
-    assert not g["log_consistent"] and abs(g["p"] - 0.5) < 0.05 and g["p_lo"] <= 0.5 <= g["p_hi"]
-    t, Y = _curves(lambda t: 0.1 * t)
-    g = regret_exponent(t, Y)
-    assert abs(g["p"] - 1) < 0.05 and math.isclose(g["per_doubling"], 2 ** g["p"])
-
-
-@pytest.mark.parametrize("rounds, curves", [([1, 2, 3], [[1, 2, 3]]), ([3, 2, 1, 4], [[1, 2, 3, 4]] * 2),
-                                            ([1, 2, 3, 4], [[1, 2, 3]] * 2)])
-def test_regret_exponent_refuses_bad_curves(rounds, curves):
-    with pytest.raises(ValidationError):
-        regret_exponent(rounds, curves)
-
-
-def test_regret_exponent_agrees_with_a_general_least_squares_fit():
-    # independent reference: scipy's nonlinear least squares on all three parameters at once
-    from scipy.optimize import curve_fit
-
-    rng = np.random.default_rng(11)
-    for _ in range(5):
-        p_true = rng.uniform(0.2, 1.5)
-        t, Y = _curves(lambda t: rng.uniform(0, 5) + rng.uniform(1, 3) * t ** p_true, seed=int(rng.integers(100)))
-        g = regret_exponent(t, Y, n_boot=20)
-        keep = t >= t[-1] / 32
-        x, y = t[keep] / t[keep][-1], Y.mean(0)[keep]
-        (a, b, p), _ = curve_fit(lambda x, a, b, p: a + b * x ** p, x, y, p0=(y[0], y[-1] - y[0], 1.0), maxfev=20000)
-        assert abs(g["p"] - p) < 1e-3 * max(1, p), (g["p"], p)
 
 
 def _arena_cli(*args):
