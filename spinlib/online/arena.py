@@ -42,11 +42,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..decision import Outcome, check_lengths
+from ..decision import Outcome, check_lengths, never_stops
 from ..emulator.fading import Fading
 from ..validation import ValidationError, check_int_range, check_nonnegative, check_positive
 from ..emulator.testbed import MAX_ROUND_USER_CELLS
 from .energy import EnergyModel, energy_preset
+from .player import play_rounds
 from .registry import ControllerSpec, Env, as_spec, make_controller
 from .stopping import survival_from_accept
 from .traces import PromptTrace, run_lengths
@@ -346,40 +347,84 @@ def _env(inp: _Inputs, rng: np.random.Generator) -> Env:
                rng=rng, survival=inp.survival, delay_levels_s=tuple(c.delay.levels))
 
 
-def _simulate(inp: _Inputs, policy) -> dict:
-    """Run one controller (or the clairvoyant when ``policy == "clairvoyant"``); arrays ``[R, K]``."""
-    c = inp.cfg
-    R, K, L_max = c.rounds, c.users, c.L_max
-    energy = c.energy_model
-    pos = inp.offset.copy()
-    ahead = np.arange(L_max)[None, :]
-    out = {k: np.empty((R, K)) for k in ("L", "N", "T", "E")}
-    for t in range(R):
+class TraceLinks:
+    """The arena's round model (:class:`spinlib.online.player.RoundModel`): ``K`` independent links
+    replaying token streams (module docstring). The round of user ``k`` drafting ``L`` tokens from
+    stream position ``p``: ``A = min(run[p], L)``, ``N = A + 1``, ``p <- p + N``,
+    ``T = L t_d + L S / R_t + t0 + t1 (L + 1) + D_t`` [s], ``E`` by the energy model [J].
+    ``history`` holds ``L``, ``N``, ``T``, ``E`` ``[R, K]`` of the rounds played."""
+
+    def __init__(self, inp: _Inputs):
+        c = inp.cfg
+        self.inp, self.cfg, self.K = inp, c, c.users
+        self.energy = c.energy_model
+        self.pos = inp.offset.copy()
+        self.ahead = np.arange(c.L_max)[None, :]
+        self.history = {k: np.empty((c.rounds, c.users)) for k in ("L", "N", "T", "E")}
+        self.run = None
+
+    @classmethod
+    def draw(cls, streams: list[Stream], config: ArenaConfig, rng: np.random.Generator) -> "TraceLinks":
+        """Links with the inputs drawn from ``rng`` as :func:`run_arena` draws one seed's: start offsets,
+        fading, then delays."""
+        return cls(_inputs(streams, config, rng))
+
+    def done(self, t: int) -> bool:
+        return t >= self.cfg.rounds
+
+    def context(self, t: int) -> _Ctx:
+        inp = self.inp
+        cur = inp.base + self.pos % inp.n
+        self.run = inp.run[cur]  # the round's capped run at each user's position
+        idx = inp.base[:, None] + (self.pos[:, None] + self.ahead) % inp.n[:, None]
+        return _Ctx(t, inp.rate[t], inp.rate_mean, idx, (inp.top, inp.ent), inp.state[t], inp.D_mean[t])
+
+    def reference(self, choice, t: int, who: str) -> np.ndarray:
+        return check_lengths(choice, self.K, self.cfg.L_max, who)
+
+    def realise(self, t: int, L: np.ndarray) -> Outcome:
+        c, inp = self.cfg, self.inp
         rate = inp.rate[t]
-        cur = inp.base + pos % inp.n
-        run = inp.run[cur]
-        up_per_token = c.bits_per_token / rate
-        if policy == "clairvoyant":
-            fixed_cost = c.t0 + c.t1 + inp.D[t]
-            slope = c.t_d + up_per_token + c.t1
-            L = np.where(fixed_cost > slope, np.clip(run, 1, L_max), 1)
-        else:
-            idx = inp.base[:, None] + (pos[:, None] + ahead) % inp.n[:, None]
-            ctx = _Ctx(t, rate, inp.rate_mean, idx, (inp.top, inp.ent), inp.state[t], inp.D_mean[t])
-            L_ref = np.asarray(policy.choose(ctx))
-            L = np.asarray(policy.stop(ctx, L_ref))
-        L = check_lengths(L, K, L_max, f"controller {type(policy).__name__}")
-        A = np.minimum(run, L)
+        A = np.minimum(self.run, L)
         N = A + 1
-        up = L * up_per_token
+        up = L * (c.bits_per_token / rate)
         wait = c.t0 + c.t1 * (L + 1) + inp.D[t]
         T = L * c.t_d + up + wait
-        E = energy.round_energy(L, up, wait)
-        if policy != "clairvoyant":
-            policy.update(Outcome(L, A, N, T, E, inp.D[t], rate))
-        pos = pos + N
-        out["L"][t], out["N"][t], out["T"][t], out["E"][t] = L, N, T, E
-    return out
+        E = self.energy.round_energy(L, up, wait)
+        self.pos = self.pos + N
+        h = self.history
+        h["L"][t], h["N"][t], h["T"][t], h["E"][t] = L, N, T, E
+        return Outcome(L, A, N, T, E, inp.D[t], rate)
+
+
+class _Clairvoyant:
+    """The per-round clairvoyant of the regret (module docstring): it reads the links' run, delay and
+    rate of the round and drafts ``clip(run[p], 1, L_max)`` when ``c_t > s_t``, else 1."""
+
+    def __init__(self, links: TraceLinks):
+        self.links = links
+
+    def choose(self, ctx) -> np.ndarray:
+        c, t = self.links.cfg, ctx.t
+        fixed_cost = c.t0 + c.t1 + self.links.inp.D[t]
+        slope = c.t_d + c.bits_per_token / ctx.rate + c.t1
+        return np.where(fixed_cost > slope, np.clip(self.links.run, 1, c.L_max), 1)
+
+    @never_stops
+    def stop(self, ctx, L_ref: np.ndarray) -> np.ndarray:
+        return L_ref
+
+    def update(self, out: Outcome) -> None:
+        pass
+
+
+def _simulate(inp: _Inputs, policy) -> dict:
+    """Run one controller (or the clairvoyant when ``policy == "clairvoyant"``) on the arena's links
+    (:func:`spinlib.online.player.play_rounds`); arrays ``[R, K]``."""
+    links = TraceLinks(inp)
+    decider = _Clairvoyant(links) if isinstance(policy, str) and policy == "clairvoyant" else policy
+    play_rounds(decider, links, f"controller {type(decider).__name__}")
+    return links.history
 
 
 def _weighted_quantiles(x: np.ndarray, w: np.ndarray, qs) -> list[float]:
@@ -528,5 +573,6 @@ def run_arena(controllers, streams: list[Stream], config: ArenaConfig, *, seed: 
                        {k: np.array(v) for k, v in lengths.items()} if keep_lengths else {})
 
 
-__all__ = ["DELAY_KINDS", "IID_DELAY_KINDS", "LEVEL_DELAY_KINDS", "Delay", "Stream", "ArenaConfig", "Outcome", "ArenaResult", "run_arena", "energy_queue",
+__all__ = ["DELAY_KINDS", "IID_DELAY_KINDS", "LEVEL_DELAY_KINDS", "Delay", "Stream", "ArenaConfig", "Outcome", "TraceLinks",
+           "ArenaResult", "run_arena", "energy_queue",
            "mean_ci"]

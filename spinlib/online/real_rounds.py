@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 from ..decision import Outcome, RoundContext, certain_rows, check_lengths
+from .player import play_rounds
 from .registry import Env, make_controller, parse_params
 from .traces import PromptTrace, load_pair_traces, run_lengths
 
@@ -50,36 +51,63 @@ def one_user_env(pair: str, *, L_max: int, delay_s: float, bits_per_token: float
                survival=survival, **tim)
 
 
-def replay_decider(decider, trace: PromptTrace, env: Env, *, delay_s: float, uplink_bps: float,
-                   max_new_tokens: int | None = None) -> list[tuple[int, int]]:
-    """Rounds ``[(L, A, N), ...]`` of ``decider`` replayed over ``trace`` (module docstring), with the
-    engine's cap: at most ``max_new_tokens - p - 1`` drafts in the round starting at ``p`` (a trace
-    that ends on a stop token does not shorten the last round's drafts: the engine cannot see the
-    stop coming). ``A`` counts accepted drafts within the trace."""
-    n = trace.n
-    limit = n if max_new_tokens is None else min(n, max_new_tokens)
-    cap_end = n if max_new_tokens is None else max_new_tokens  # the engine caps by max_new_tokens, not by a stop
-    run = run_lengths(trace.accept)
-    rate = np.array([float(uplink_bps)])
-    p, rounds = 0, []
-    while p < limit:
-        top, ent = certain_rows(1, env.L_max)
-        m = min(env.L_max, n - p)
-        top[0, :m], ent[0, :m] = trace.top_prob[p:p + m], trace.entropy[p:p + m]
-        ctx = RoundContext(len(rounds), rate, rate, np.zeros(1, np.int64), np.array([delay_s]), top, ent)
-        L_ref = min(int(check_lengths(decider.choose(ctx), 1, env.L_max, "choose")[0]), cap_end - p - 1)
-        L = int(check_lengths(decider.stop(ctx, np.array([L_ref])), 1, L_ref, "stop")[0])
-        A = min(int(run[p]), L)
-        N = min(A + 1, limit - p)
-        up = L * env.bits_per_token / float(uplink_bps)
-        wait = env.t0 + env.t1 * (L + 1) + delay_s
+class PromptReplay:
+    """One prompt's trace as a round model (:class:`spinlib.online.player.RoundModel`, ``K = 1``): the
+    round starting at position ``p`` sees the trace's observables at ``p .. p + L_max - 1``, drafts at
+    most ``cap_end - p - 1`` tokens (the engine's cap), accepts ``A = min(run[p], L)`` and commits
+    ``N = min(A + 1, limit - p)``; its modelled clock ``T = L t_d + L S / R + t0 + t1 (L + 1) + D``
+    and energy go to the decider's update. ``rounds`` holds ``(L, A, N)`` of the rounds played."""
+
+    K = 1
+
+    def __init__(self, trace: PromptTrace, env: Env, *, delay_s: float, uplink_bps: float,
+                 max_new_tokens: int | None = None):
+        n = trace.n
+        self.trace, self.env, self.delay_s, self.uplink_bps = trace, env, float(delay_s), float(uplink_bps)
+        self.limit = n if max_new_tokens is None else min(n, max_new_tokens)
+        self.cap_end = n if max_new_tokens is None else max_new_tokens  # the engine caps by max_new_tokens, not by a stop
+        self.run = run_lengths(trace.accept)
+        self.rate = np.array([self.uplink_bps])
+        self.p, self.rounds = 0, []
+
+    def done(self, t: int) -> bool:
+        return self.p >= self.limit
+
+    def context(self, t: int) -> RoundContext:
+        L_max, p, tr = self.env.L_max, self.p, self.trace
+        top, ent = certain_rows(1, L_max)
+        m = min(L_max, tr.n - p)
+        top[0, :m], ent[0, :m] = tr.top_prob[p:p + m], tr.entropy[p:p + m]
+        return RoundContext(t, self.rate, self.rate, np.zeros(1, np.int64), np.array([self.delay_s]), top, ent)
+
+    def reference(self, choice, t: int, who: str) -> np.ndarray:
+        L_ref = min(int(check_lengths(choice, 1, self.env.L_max, who)[0]), self.cap_end - self.p - 1)
+        return np.array([L_ref])
+
+    def realise(self, t: int, L: np.ndarray) -> Outcome:
+        env, p, L = self.env, self.p, int(L[0])
+        A = min(int(self.run[p]), L)
+        N = min(A + 1, self.limit - p)
+        up = L * env.bits_per_token / self.uplink_bps
+        wait = env.t0 + env.t1 * (L + 1) + self.delay_s
         T = L * env.t_d + up + wait
         E = float(np.asarray(env.energy.round_energy(L, up, wait)))
-        decider.update(Outcome(np.array([L]), np.array([A]), np.array([N]), np.array([T]), np.array([E]),
-                               np.array([delay_s]), rate))
-        rounds.append((L, A, N))
-        p += N
-    return rounds
+        self.rounds.append((L, A, N))
+        self.p = p + N
+        return Outcome(np.array([L]), np.array([A]), np.array([N]), np.array([T]), np.array([E]),
+                       np.array([self.delay_s]), self.rate)
+
+
+def replay_decider(decider, trace: PromptTrace, env: Env, *, delay_s: float, uplink_bps: float,
+                   max_new_tokens: int | None = None) -> list[tuple[int, int, int]]:
+    """Rounds ``[(L, A, N), ...]`` of ``decider`` replayed over ``trace`` (module docstring; :class:`PromptReplay`
+    played by :func:`spinlib.online.player.play_rounds`), with the engine's cap: at most
+    ``max_new_tokens - p - 1`` drafts in the round starting at ``p`` (a trace that ends on a stop token
+    does not shorten the last round's drafts: the engine cannot see the stop coming). ``A`` counts
+    accepted drafts within the trace."""
+    model = PromptReplay(trace, env, delay_s=delay_s, uplink_bps=uplink_bps, max_new_tokens=max_new_tokens)
+    play_rounds(decider, model)
+    return model.rounds
 
 
 def real_vs_replay(pair: str, rules, *, tasks, n_prompts: int, max_new_tokens: int, L_max: int,
@@ -179,4 +207,4 @@ def agreement(records: list[dict]) -> list[dict]:
     return rows
 
 
-__all__ = ["one_user_env", "replay_decider", "real_vs_replay", "parting", "agreement"]
+__all__ = ["one_user_env", "PromptReplay", "replay_decider", "real_vs_replay", "parting", "agreement"]

@@ -25,13 +25,14 @@ from ..emulator.fading import Fading
 from ..emulator.testbed import MAX_ROUND_USER_CELLS
 from ..emulator.traces import Trace, trace_bits
 from ..control.bandwidth import min_makespan_bandwidth
-from ..decision import check_decider, check_lengths, reads_confidence
+from ..decision import check_decider, reads_confidence
 from ..rounds import Allocation, fixed_round_overhead, sync_round_time, uplink_time
 from ..scenario import Scenario
 from ..validation import ValidationError, check_int_range
 from .energy import ENERGY_PRESETS, device_energy, round_energy
 from .registry import ControllerSpec
 from .multiuser import BandContext, BandOutcome, MultiUserEnv, check_plan, get_multiuser_controller, parse_mspec
+from .player import play_rounds
 from .round_problem import faded_rates
 
 MAX_USERS = BNB_FULL_USERS  # per-round solvers: heterogeneous-sync certifies to its tolerance up to this K
@@ -182,6 +183,55 @@ def fading_draws(scenario: Scenario, config: ReplanConfig) -> np.ndarray:
     return config.fading.draw(R, K, rng)
 
 
+class SharedBand:
+    """The multi-user round model (:class:`spinlib.online.player.RoundModel`): ``K`` users in
+    synchronous rounds on one FDMA band under the fading ``h [R, K]`` (module docstring of
+    :mod:`spinlib.online.multiuser`). Round ``r`` with plan ``(L, b)`` (``b = None``: paper 1's split
+    for ``L`` on the round's channel): ``A`` from the acceptance sampler (the generator of
+    ``config.seed``, whose acceptance uniforms come first in the testbed's stream), the upload times on
+    the faded rates, ``T`` the synchronous round time and ``E`` each device's energy. The played
+    ``L``, ``b``, ``A`` and ``E`` are kept ``[R, K]``."""
+
+    def __init__(self, scenario: Scenario, h: np.ndarray, config: ReplanConfig, energy: tuple):
+        R, K = h.shape
+        self.scenario, self.h, self.config, self.energy, self.K = scenario, h, config, energy, K
+        self.B = scenario.radio.bandwidth_hz
+        self.pi = prefix_table(scenario, config.L_max, config.acceptance)
+        self.acc_rng = np.random.default_rng(config.seed)  # the acceptance uniforms come first in the testbed's stream
+        self.L = np.zeros((R, K), dtype=int)
+        self.b = np.zeros((R, K))
+        self.A = np.zeros((R, K), dtype=int)
+        self.E = np.zeros((R, K))
+        self.equal = np.full(K, self.B / K)
+        self.rate_mean = faded_rates(scenario, np.ones(K)).rate(self.equal)
+        self.no_state, self.no_delay = np.zeros(K, dtype=int), np.zeros(K)
+        self.over = np.full(K, fixed_round_overhead(scenario))
+        self.rates, self.plan = None, None
+
+    def done(self, t: int) -> bool:
+        return t >= self.h.shape[0]
+
+    def context(self, t: int) -> BandContext:
+        self.rates = rates = faded_rates(self.scenario, self.h[t])
+        return BandContext(t, rates.rate(self.equal), self.rate_mean, self.no_state, self.no_delay, None, None,
+                           self.h[t], rates)
+
+    def reference(self, choice, t: int, who: str) -> np.ndarray:
+        self.plan = check_plan(choice, self.K, self.config.L_max, self.B, f"{who}, round {t}")
+        return self.plan.L
+
+    def realise(self, t: int, L: np.ndarray) -> BandOutcome:
+        s, rates, K = self.scenario, self.rates, self.K
+        b = self.plan.b if self.plan.b is not None else min_makespan_bandwidth(s, L, rates)[1]
+        A = sample_accepted(L, self.pi, 1, self.acc_rng)[0]
+        up = uplink_time(s, L, b, rates=rates)
+        tau = s.tau
+        T = float(sync_round_time(s, np.max(L * tau + up), L.sum()))
+        E = round_energy(self.energy, L, up, T - L * tau - up)
+        self.L[t], self.b[t], self.A[t], self.E[t] = L, b, A, E
+        return BandOutcome(L, A, A + 1, np.full(K, T), E, self.over, rates.rate(b), b, up)
+
+
 def play(scenario: Scenario, controller, h: np.ndarray, config: ReplanConfig, label: str = "",
          energy: tuple | None = None) -> ReplanResult:
     """Play one decider over the channel ``h [R, K]`` (module docstring) and clock it with
@@ -194,7 +244,8 @@ def play(scenario: Scenario, controller, h: np.ndarray, config: ReplanConfig, la
     for its lengths (the least makespan on the round's channel,
     :func:`spinlib.control.bandwidth.min_makespan_bandwidth`). Each round it sees a
     :class:`~spinlib.online.multiuser.BandContext` (``t = r``, ``h = h[r]``) and learns from a
-    :class:`~spinlib.online.multiuser.BandOutcome`.
+    :class:`~spinlib.online.multiuser.BandOutcome`: :func:`spinlib.online.player.play_rounds` on a
+    :class:`SharedBand`.
 
     ``energy``: the devices' energy models (default: the controller's ``env.energy``, else
     ``config.energy_preset``'s).
@@ -208,31 +259,9 @@ def play(scenario: Scenario, controller, h: np.ndarray, config: ReplanConfig, la
     if energy is None:
         env = getattr(controller, "env", None)
         energy = env.energy if env is not None else device_energy(scenario, config.energy_preset)
-    B = scenario.radio.bandwidth_hz
-    pi = prefix_table(scenario, config.L_max, config.acceptance)
-    acc_rng = np.random.default_rng(config.seed)  # the acceptance uniforms come first in the testbed's stream
-    Ls = np.zeros((R, K), dtype=int)
-    bs = np.zeros((R, K))
-    As = np.zeros((R, K), dtype=int)
-    Es = np.zeros((R, K))
-    tau = scenario.tau
-    equal = np.full(K, B / K)
-    rate_mean = faded_rates(scenario, np.ones(K)).rate(equal)
-    no_state, no_delay = np.zeros(K, dtype=int), np.zeros(K)
-    over = np.full(K, fixed_round_overhead(scenario))
-    for r in range(R):
-        rates = faded_rates(scenario, h[r])
-        ctx = BandContext(r, rates.rate(equal), rate_mean, no_state, no_delay, None, None, h[r], rates)
-        who = f"controller {name!r}, round {r}"
-        plan = check_plan(controller.choose(ctx), K, config.L_max, B, who)
-        L = check_lengths(controller.stop(ctx, plan.L), K, plan.L, who)
-        b = plan.b if plan.b is not None else min_makespan_bandwidth(scenario, L, rates)[1]
-        A = sample_accepted(L, pi, 1, acc_rng)[0]
-        up = uplink_time(scenario, L, b, rates=rates)
-        T = float(sync_round_time(scenario, np.max(L * tau + up), L.sum()))
-        E = round_energy(energy, L, up, T - L * tau - up)
-        Ls[r], bs[r], As[r], Es[r] = L, b, A, E
-        controller.update(BandOutcome(L, A, A + 1, np.full(K, T), E, over, rates.rate(b), b, up))
+    band = SharedBand(scenario, h, config, energy)
+    play_rounds(controller, band, f"controller {name!r}")
+    Ls, bs, As, Es, pi, tau = band.L, band.b, band.A, band.E, band.pi, scenario.tau
     template = Allocation((0,) * K, (0.0,) * K, "sync", name)
     up_bits, down_bits = trace_bits(scenario, template, Ls, As)
     trace = Trace(drafted=Ls, accepted=As, bits_up=up_bits, bits_down=down_bits, draft_s=Ls * tau)
@@ -294,5 +323,5 @@ DEFAULT_CONTROLLERS = ("plan-on-average", "server-only", "replan-ratio", "replan
 
 
 __all__ = ["MAX_USERS", "MAX_ROUNDS", "ACCEPTANCE", "ReplanConfig", "ReplanResult", "multiuser_env", "fading_draws",
-           "play",
+           "SharedBand", "play",
            "run_replan", "DEFAULT_CONTROLLERS"]
