@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cliargs import seed_arg
+from .cliargs import load_plugins, seed_arg
 from .jsonio import loads_json, read_json
 from .scenario import MAX_USERS, Scenario
 from .registry import parse_params
@@ -143,19 +143,11 @@ def _policy_kwargs(args) -> dict:
     return kwargs
 
 
-def _load_plugins(args) -> None:
-    from .control import load_env_plugins, load_plugin
-
-    load_env_plugins()
-    for path in getattr(args, "plugin", None) or ():
-        load_plugin(path)
-
-
 def cmd_solve(args) -> int:
     from .control import POLICIES, solve
     from .control.registry import REGISTRY
 
-    _load_plugins(args)
+    load_plugins(args)
     if args.list_policies:
         print("\n".join(REGISTRY.listing(34)))
         return 0
@@ -180,7 +172,7 @@ def cmd_emulate(args) -> int:
     from .emulator import EmulatorConfig, Fading, emulate
     from .rounds import Allocation
 
-    _load_plugins(args)
+    load_plugins(args)
     if args.real_models is None and args.temperature != 0.0:  # an option that would be ignored is refused
         raise ValidationError("--temperature needs --real-models PAIR (without real models the acceptance model "
                               "samples the rounds and a temperature would be ignored)")
@@ -305,7 +297,7 @@ def cmd_generate(args) -> int:
         from .decision import check_rate
         from .validation import check_int_range, check_nonnegative
 
-        _load_plugins(args)
+        load_plugins(args)
         cspec = parse_spec(args.controller)
         check_int_range("--L-max", args.L_max, 1, 64)
         check_nonnegative("--delay-ms", args.delay_ms)
@@ -418,7 +410,7 @@ def cmd_balance(args) -> int:
     from .balance import BALANCE_POLICIES, BalanceInstance, Schedule, feasible, random_instance, solve_balance
     from .balance.registry import REGISTRY as BALANCE_REGISTRY
 
-    _load_plugins(args)
+    load_plugins(args)
     if args.list_policies:
         print("\n".join(BALANCE_REGISTRY.listing(12)))
         return 0

@@ -20,3 +20,14 @@ def seed_arg(name: str = "--seed"):
             raise argparse.ArgumentTypeError(f"{name} must be in 0..2**63-1, got {text if len(text) < 40 else text[:37] + '...'}")
         return v
     return parse
+
+
+def load_plugins(args) -> None:
+    """Load the plugin files of a command: those named in ``$SPINLIB_PLUGINS``, then every ``--plugin``
+    (:func:`spinlib.control.registry.load_plugin`: a file registers policies, controllers, pairs or
+    presets; a missing or failing file is one line)."""
+    from .control.registry import load_env_plugins, load_plugin
+
+    load_env_plugins()
+    for path in getattr(args, "plugin", None) or ():
+        load_plugin(path)

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 
-from ..cliargs import seed_arg
+from ..cliargs import load_plugins, seed_arg
 
 METRICS = ("user_goodput_tokens_per_s", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "energy_per_token_j",
            "energy_per_round_j", "energy_debt_j", "regret_fixed_s", "regret_clairvoyant_s", "mean_L",
@@ -126,42 +125,35 @@ def _split_specs(text: str, parse=None):
 
 
 def cmd_arena(args) -> int:
-    """Run the arena for parsed ``args``; one line on stderr and exit 2 on bad input."""
+    """Run the arena for parsed ``args`` (bad input raises one :class:`ValidationError` line, which
+    :func:`spinlib.cli.main`, the one error policy, prints with exit 2)."""
     import numpy as np
 
     from ..emulator.fading import Fading
-    from ..validation import ValidationError, check_int_range
+    from ..validation import check_int_range
     from .arena import ArenaConfig, Stream, run_arena
     from .registry import REGISTRY
 
-    from ..control.registry import load_env_plugins, load_plugin
+    load_plugins(args)
+    if args.list_controllers:
+        print("\n".join(REGISTRY.listing(16)))
+        return 0
+    check_int_range("--seeds", args.seeds, 1, 1000)  # a run's size is bounded: rounds x users x seeds
+    specs = _specs(args.controllers)
+    cfg = ArenaConfig(rounds=args.rounds, users=args.users, L_max=args.L_max, t_d=args.t_d_ms / 1e3,
+                      t0=args.t0_ms / 1e3, t1=args.t1_ms / 1e3, delay=_delay(args),
+                      fading=Fading(args.fading), energy_budget_j=args.energy_budget)
+    if args.synthetic_alpha is not None:
+        streams = [Stream.synthetic(args.synthetic_alpha, 20_000, np.random.default_rng(args.seed))]
+        source = f"i.i.d. synthetic, alpha = {args.synthetic_alpha:g}"
+    else:
+        from .traces import load_pair_traces
 
-    try:
-        for path in args.plugin or ():
-            load_plugin(path)
-        load_env_plugins()
-        if args.list_controllers:
-            print("\n".join(REGISTRY.listing(16)))
-            return 0
-        check_int_range("--seeds", args.seeds, 1, 1000)  # a run's size is bounded: rounds x users x seeds
-        specs = _specs(args.controllers)
-        cfg = ArenaConfig(rounds=args.rounds, users=args.users, L_max=args.L_max, t_d=args.t_d_ms / 1e3,
-                          t0=args.t0_ms / 1e3, t1=args.t1_ms / 1e3, delay=_delay(args),
-                          fading=Fading(args.fading), energy_budget_j=args.energy_budget)
-        if args.synthetic_alpha is not None:
-            streams = [Stream.synthetic(args.synthetic_alpha, 20_000, np.random.default_rng(args.seed))]
-            source = f"i.i.d. synthetic, alpha = {args.synthetic_alpha:g}"
-        else:
-            from .traces import load_pair_traces
-
-            tasks = [t.strip() for t in args.tasks.split(",")] if args.tasks else None
-            by_task = load_pair_traces(args.pair, tasks=tasks)
-            streams = [Stream.from_traces(tr, f"{args.pair}/{t}") for t, tr in by_task.items()]
-            source = f"traces of {args.pair}: {', '.join(by_task)}"
-        res = run_arena(specs, streams, cfg, seed=args.seed, n_seeds=args.seeds)
-    except ValidationError as e:
-        sys.stderr.write(f"spinlib: error: {e}\n")
-        return 2
+        tasks = [t.strip() for t in args.tasks.split(",")] if args.tasks else None
+        by_task = load_pair_traces(args.pair, tasks=tasks)
+        streams = [Stream.from_traces(tr, f"{args.pair}/{t}") for t, tr in by_task.items()]
+        source = f"traces of {args.pair}: {', '.join(by_task)}"
+    res = run_arena(specs, streams, cfg, seed=args.seed, n_seeds=args.seeds)
     summ = res.summary()
     rows = []
     for lab in res.labels:
@@ -215,32 +207,25 @@ def add_replan_parser(subparsers):
 
 
 def cmd_replan(args) -> int:
-    """Run :func:`spinlib.online.replan.run_replan` for parsed ``args``; one line on stderr and exit 2
-    on bad input."""
-    from ..control.registry import load_env_plugins, load_plugin
+    """Run :func:`spinlib.online.replan.run_replan` for parsed ``args`` (bad input: one
+    :class:`ValidationError` line, printed by :func:`spinlib.cli.main` with exit 2)."""
     from ..emulator.fading import Fading
     from ..scenario import Scenario
     from ..validation import ValidationError
     from .multiuser import REGISTRY, parse_mspec
     from .replan import ReplanConfig, run_replan
 
-    try:
-        for path in args.plugin or ():
-            load_plugin(path)
-        load_env_plugins()
-        if args.list_controllers:
-            print("\n".join(REGISTRY.listing(18)))
-            return 0
-        if args.scenario is None:
-            raise ValidationError("replan needs a scenario file (or --list-controllers)")
-        specs = _split_specs(args.controllers, parse_mspec)
-        cfg = ReplanConfig(rounds=args.rounds, seed=args.seed, fading=Fading(args.fading), L_max=args.L_max,
-                           acceptance=args.acceptance, energy_preset=args.energy_preset)
-        scenario = Scenario.from_json(args.scenario)
-        results = run_replan(scenario, specs, cfg)
-    except ValidationError as e:
-        sys.stderr.write(f"spinlib: error: {e}\n")
-        return 2
+    load_plugins(args)
+    if args.list_controllers:
+        print("\n".join(REGISTRY.listing(18)))
+        return 0
+    if args.scenario is None:
+        raise ValidationError("replan needs a scenario file (or --list-controllers)")
+    specs = _split_specs(args.controllers, parse_mspec)
+    cfg = ReplanConfig(rounds=args.rounds, seed=args.seed, fading=Fading(args.fading), L_max=args.L_max,
+                       acceptance=args.acceptance, energy_preset=args.energy_preset)
+    scenario = Scenario.from_json(args.scenario)
+    results = run_replan(scenario, specs, cfg)
     rows = [r.record() for r in results]
     if args.json:
         def clean(v):

@@ -1,5 +1,4 @@
 """Online controllers (issue 14): stopping theory, exact replay, learners, the Lyapunov budget, bad input."""
-import argparse
 import json
 import math
 
@@ -15,6 +14,7 @@ from spinlib.online.registry import CONTROLLERS, parse_spec
 from spinlib.online.traces import (PromptTrace, check_trace_record, load_pair_traces, load_traces, replay_prompt,
                                    run_lengths, trace_files)
 from spinlib.validation import ValidationError
+from helpers import spinlib_cli
 
 costs_st = st.builds(RoundCosts, t_d=st.floats(1e-4, 0.2), t0=st.floats(0, 0.2), t1=st.floats(0, 0.02),
                      D=st.floats(0, 2.0), t_up=st.floats(0, 0.02))
@@ -315,20 +315,11 @@ def test_bad_input_one_line(tmp_path):
     _one_line(e, "tokens")
 
 
-def _arena_cli(argv):
-    from spinlib.online.cli import add_arena_parser, cmd_arena
-
-    ap = argparse.ArgumentParser()
-    sub = ap.add_subparsers(dest="cmd")
-    add_arena_parser(sub)
-    return cmd_arena(ap.parse_args(["arena", *argv]))
-
-
-def test_cli_arena_json(capsys):
-    rc = _arena_cli(["--synthetic-alpha", "0.8", "--rounds", "300", "--users", "2", "--seeds", "3",
-                     "--controllers", "ucb-specstop,fixed:L=2,gelato:V=5", "--json"])
-    assert rc == 0
-    doc = json.loads(capsys.readouterr().out)
+def test_cli_arena_json():
+    r = spinlib_cli("arena", "--synthetic-alpha", "0.8", "--rounds", "300", "--users", "2", "--seeds", "3",
+                    "--controllers", "ucb-specstop,fixed:L=2,gelato:V=5", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
     assert [r["controller"] for r in doc["controllers"]] == ["ucb-specstop", "fixed:L=2", "gelato:V=5"]
     r = doc["controllers"][0]
     assert r["user_goodput_tokens_per_s"]["ci95"][0] <= r["user_goodput_tokens_per_s"]["mean"] <= r["user_goodput_tokens_per_s"]["ci95"][1]
@@ -340,11 +331,10 @@ def test_cli_arena_json(capsys):
     (["--energy-budget", "-1", "--synthetic-alpha", "0.8"], "energy_budget_j"),
     (["--pair", "no-such-pair"], "no traces recorded"),
 ])
-def test_cli_arena_bad_input(argv, words, capsys):
-    rc = _arena_cli(argv + ["--rounds", "10"])
-    err = capsys.readouterr().err
-    assert rc != 0
-    assert err.count("\n") == 1 and words in err and "Traceback" not in err
+def test_cli_arena_bad_input(argv, words):
+    r = spinlib_cli("arena", *argv, "--rounds", "10")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("spinlib: error:") and words in r.stderr, r.stderr
 
 
 def test_controller_specs_refuse_integers_beyond_the_float_range():
