@@ -71,8 +71,16 @@ def _print_json(obj) -> None:
 
 
 def cmd_scenario(args) -> int:
-    from .presets import random_scenario
+    from .presets import MEASURED_PRESETS, PRESETS, random_scenario
 
+    if args.list_presets:
+        print("\n".join(PRESETS.listing(24)))
+        for name, (pattern, base) in MEASURED_PRESETS.items():
+            print(f"{name:24s} [measured] acceptance and timings measured on a real pair (data/measurements/{pattern}); "
+                  f"radio and payload of {base}")
+        return 0
+    if args.users is None:
+        raise ValidationError("scenario needs --users K (or --list-presets)")
     s = random_scenario(args.users, seed=args.seed, preset=args.preset)
     text = s.to_json(args.output)
     if args.output is None:
@@ -147,7 +155,6 @@ def cmd_solve(args) -> int:
     from .control import POLICIES, solve
     from .control.registry import REGISTRY
 
-    load_plugins(args)
     if args.list_policies:
         print("\n".join(REGISTRY.listing(34)))
         return 0
@@ -169,10 +176,15 @@ def cmd_solve(args) -> int:
 
 def cmd_emulate(args) -> int:
     from .control import solve
+    from .control.registry import REGISTRY
     from .emulator import EmulatorConfig, Fading, emulate
     from .rounds import Allocation
 
-    load_plugins(args)
+    if args.list_policies:
+        print("\n".join(REGISTRY.listing(34)))
+        return 0
+    if args.scenario is None:
+        raise ValidationError("a scenario file is required (or --list-policies)")
     if args.real_models is None and args.temperature != 0.0:  # an option that would be ignored is refused
         raise ValidationError("--temperature needs --real-models PAIR (without real models the acceptance model "
                               "samples the rounds and a temperature would be ignored)")
@@ -273,6 +285,14 @@ def _real_controller(cspec, args, pair: str, payload):
 
 
 def cmd_generate(args) -> int:
+    if args.list_controllers:
+        from .online.registry import REGISTRY as CONTROLLERS
+
+        print("\n".join(CONTROLLERS.listing(16)))
+        return 0
+    missing = [o for o, v in (("--pair", args.pair), ("--prompt", args.prompt)) if v is None]
+    if missing:
+        raise ValidationError(f"generate needs {' and '.join(missing)} (or --list-controllers)")
     import torch
 
     from .scenario import Payload
@@ -297,7 +317,6 @@ def cmd_generate(args) -> int:
         from .decision import check_rate
         from .validation import check_int_range, check_nonnegative
 
-        load_plugins(args)
         cspec = parse_spec(args.controller)
         check_int_range("--L-max", args.L_max, 1, 64)
         check_nonnegative("--delay-ms", args.delay_ms)
@@ -410,7 +429,6 @@ def cmd_balance(args) -> int:
     from .balance import BALANCE_POLICIES, BalanceInstance, Schedule, feasible, random_instance, solve_balance
     from .balance.registry import REGISTRY as BALANCE_REGISTRY
 
-    load_plugins(args)
     if args.list_policies:
         print("\n".join(BALANCE_REGISTRY.listing(12)))
         return 0
@@ -473,8 +491,6 @@ def _policy_options(parser) -> None:
                         help="round_model (baselines)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE",
                         help="any other declared parameter of the policy (VALUE as JSON); repeatable")
-    parser.add_argument("--plugin", action="append", metavar="FILE.py",
-                        help="a Python file that registers policies (also $SPINLIB_PLUGINS)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -483,10 +499,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     s = sub.add_parser("scenario", help="write a random scenario")
-    s.add_argument("--users", type=_bounded_int("--users", MAX_USERS), required=True,
-                   help=f"number of users K (1..{MAX_USERS:,}: what a scenario file may hold)")
+    s.add_argument("--users", type=_bounded_int("--users", MAX_USERS), default=None,
+                   help=f"number of users K (1..{MAX_USERS:,}: what a scenario file may hold); required")
     s.add_argument("--seed", type=seed_arg(), default=0)
-    s.add_argument("--preset", default="llama2-7b-l4", help="named preset (see spinlib.presets.PRESETS)")
+    s.add_argument("--preset", default="llama2-7b-l4", help="named preset (see --list-presets)")
+    s.add_argument("--list-presets", action="store_true", help="list the scenario presets and exit")
     s.add_argument("-o", "--output", help="output JSON file (default: stdout)")
     s.set_defaults(func=cmd_scenario)
 
@@ -509,8 +526,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.set_defaults(func=cmd_solve)
 
     em = sub.add_parser("emulate", help="play an allocation out on the discrete-event testbed")
-    em.add_argument("scenario")
-    em.add_argument("--policy", help="NAME or NAME:key=value,...: the policy to solve the scenario with (or --allocation)")
+    em.add_argument("scenario", nargs="?")
+    em.add_argument("--policy", help="NAME or NAME:key=value,...: the policy to solve the scenario with (or --allocation; "
+                                     "see --list-policies)")
+    em.add_argument("--list-policies", action="store_true", help="list the registered policies and exit")
     em.add_argument("--allocation", help="allocation JSON to emulate")
     em.add_argument("--rounds", type=_bounded_int("--rounds", MAX_ROUNDS), default=1000)
     em.add_argument("--seed", type=seed_arg(), default=0)
@@ -530,12 +549,13 @@ def build_parser() -> argparse.ArgumentParser:
     pp.set_defaults(func=cmd_pairs)
 
     g = sub.add_parser("generate", help="speculative decoding with a real pair")
-    g.add_argument("--pair", required=True)
-    g.add_argument("--prompt", required=True)
+    g.add_argument("--pair", default=None, help="a pair (see 'pairs'); required")
+    g.add_argument("--prompt", default=None, help="required")
+    g.add_argument("--list-controllers", action="store_true", help="list the registered online controllers and exit")
     g.add_argument("--draft-length", type=int, default=None, help="fixed draft length every round (default 4)")
     g.add_argument("--controller", default=None, metavar="SPEC",
                    help="an online controller drives each round instead ('name' or 'name:key=value,...'; "
-                        "python -m spinlib arena --list-controllers)")
+                        "see --list-controllers)")
     g.add_argument("--L-max", dest="L_max", type=int, default=8, help="with --controller: largest draft length")
     g.add_argument("--delay-ms", type=float, default=0.0,
                    help="with --controller: communication delay its clock adds to every round [ms]")
@@ -543,8 +563,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --controller: uplink rate of its clock [kbit/s] (default: instant)")
     g.add_argument("--energy-budget-j", type=float, default=float("inf"),
                    help="with --controller: average energy per round for energy-aware controllers [J]")
-    g.add_argument("--plugin", action="append", metavar="FILE.py",
-                   help="a Python file that registers controllers (also $SPINLIB_PLUGINS)")
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=64)
     g.add_argument("--mode", choices=("UL", "DL"), default="UL", help="correction mode (bit accounting only)")
@@ -584,8 +602,6 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--write", metavar="FILE", help="write the --random instance to FILE")
     b.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="a declared parameter of the policy (VALUE as JSON); repeatable")
-    b.add_argument("--plugin", action="append", metavar="FILE.py",
-                   help="a Python file that registers BALANCE policies (also $SPINLIB_PLUGINS)")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_balance)
     from .online.cli import add_arena_parser, cmd_arena  # notebook 10: online controllers on identical inputs
@@ -594,6 +610,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .online.cli import add_replan_parser  # multi-user controllers re-planning each round on the current channel
 
     add_replan_parser(sub)
+    for cmd in sub.choices.values():  # one option for every command: what a plugin registers is everywhere
+        cmd.add_argument("--plugin", action="append", metavar="FILE.py",
+                         help="a Python file that registers policies, controllers, pairs or presets (loaded before "
+                              "the command runs; also $SPINLIB_PLUGINS)")
     return p
 
 
@@ -628,6 +648,7 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
         # numerical warnings are not errors: every printed result is checked finite, or one line explains
         warnings.simplefilter("ignore", RuntimeWarning)
+        load_plugins(args)  # $SPINLIB_PLUGINS, then every --plugin: before any command reads a registry
         return args.func(args)
     except ValidationError as e:
         sys.stderr.write(f"spinlib: error: {_one_line(e, 2000)}\n")

@@ -357,6 +357,71 @@ _VALUES = ["-1", "0", "3", "1e309", "nan", "-inf", "99999999999999999999999", "L
 _NO_GENERATED = {"generate", "measure"}  # they load real models: covered by their own range tests
 
 
+def test_every_command_takes_plugins():
+    """One --plugin option on every command (the parser adds it to each), loaded before the command runs."""
+    import argparse
+
+    from spinlib.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert len(sub.choices) >= 10
+    for name, parser in sub.choices.items():
+        assert "--plugin" in {o for a in parser._actions for o in a.option_strings}, name
+
+
+@pytest.mark.campaign
+def test_what_a_plugin_registers_every_command_lists_and_uses(tmp_path):
+    """One plugin file registers a scenario preset, an energy preset, a policy, an online controller, a
+    multi-user controller and a model pair; each command that takes such a name lists it and uses it."""
+    plugin = tmp_path / "everything.py"
+    plugin.write_text(
+        "import dataclasses\n"
+        "import numpy as np\n"
+        "from spinlib.control import register_policy, solve\n"
+        "from spinlib.online import Controller, register_controller\n"
+        "from spinlib.online.energy import EnergyPreset, register_energy_preset\n"
+        "from spinlib.online.multiuser import MultiUserController, Plan, register_multiuser_controller\n"
+        "from spinlib.presets import get_preset, register_preset\n"
+        "from spinlib.sd.models import Pair, register_pair\n"
+        "register_preset(dataclasses.replace(get_preset('llama2-7b-l4'), name='plug-cell', bandwidth_hz=20e6))\n"
+        "register_energy_preset(EnergyPreset('plug-laptop', 15.0, 0.2, 1.0, 'a laptop at 15 W (nominal)'))\n"
+        "register_pair(Pair('plug-rtn5g16', 'smollm2-135m-instruct', draft_bits=5, group_size=16))\n"
+        "@register_policy('plug-equal2', 'equal bandwidth, L = 2')\n"
+        "def p(scenario):\n"
+        "    return solve(scenario, 'equal', draft_length=2)\n"
+        "@register_controller('plug-two', 'drafts 2 tokens every round')\n"
+        "class Two(Controller):\n"
+        "    def choose(self, ctx):\n"
+        "        return np.full(self.env.K, 2)\n"
+        "@register_multiuser_controller('plug-silent', 'nobody drafts')\n"
+        "class Silent(MultiUserController):\n"
+        "    def choose(self, ctx):\n"
+        "        return Plan(np.zeros(self.env.K, dtype=int))\n")
+    P = ("--plugin", str(plugin))
+    listed = {("scenario", "--list-presets"): "plug-cell", ("replan", "--list-energy-presets"): "plug-laptop",
+              ("solve", "--list-policies"): "plug-equal2", ("emulate", "--list-policies"): "plug-equal2",
+              ("balance", "--list-policies"): "ad-only", ("arena", "--list-controllers"): "plug-two",
+              ("generate", "--list-controllers"): "plug-two", ("replan", "--list-controllers"): "plug-silent",
+              ("pairs",): "plug-rtn5g16"}
+    for argv, name in listed.items():
+        r = run(*argv, *P)
+        assert r.returncode == 0 and name in r.stdout, (argv, r.stderr)
+    cell = tmp_path / "cell.json"
+    r = run("scenario", "--users", "2", "--preset", "plug-cell", "-o", str(cell), *P)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(cell.read_text())["radio"]["bandwidth_hz"] == 20e6
+    r = run("emulate", str(cell), "--policy", "plug-equal2", "--rounds", "20", "--json", *P)
+    assert r.returncode == 0 and json.loads(r.stdout)["allocation"]["draft_lengths"] == [2, 2], r.stderr
+    r = run("replan", str(cell), "--controllers", "plug-silent", "--rounds", "5", "--energy-preset", "plug-laptop",
+            "--json", *P)
+    assert r.returncode == 0 and json.loads(r.stdout)["controllers"][0]["mean_L"] == 0, r.stderr
+    r = run("arena", "--synthetic-alpha", "0.7", "--rounds", "20", "--users", "1", "--seeds", "1",
+            "--controllers", "plug-two", "--json", *P)
+    assert r.returncode == 0, r.stderr
+    r = run("scenario", "--users", "2", "--preset", "plug-cell")  # without the plugin: one line naming the presets
+    assert r.returncode == 2 and "plug-cell" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
 def _command_words():
     """Every sub-command and every option of the CLI, read from its parser (a new command or option
     is drawn here without editing this test), minus the ones that load real models or plugins."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 
-from ..cliargs import load_plugins, seed_arg
+from ..cliargs import seed_arg
 
 METRICS = ("user_goodput_tokens_per_s", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "energy_per_token_j",
            "energy_per_round_j", "energy_debt_j", "regret_fixed_s", "regret_clairvoyant_s", "mean_L",
@@ -70,8 +70,6 @@ def add_arena_parser(subparsers):
                                                                    "round (default 0.98)")
     p.add_argument("--fading", default="static", help="static, rayleigh or markov")
     p.add_argument("--energy-budget", type=float, default=float("inf"), help="average energy per round [J]")
-    p.add_argument("--plugin", action="append", metavar="FILE.py",
-                   help="a Python file that registers controllers (also $SPINLIB_PLUGINS)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.set_defaults(func=cmd_arena)
     return p
@@ -134,7 +132,6 @@ def cmd_arena(args) -> int:
     from .arena import ArenaConfig, Stream, run_arena
     from .registry import REGISTRY
 
-    load_plugins(args)
     if args.list_controllers:
         print("\n".join(REGISTRY.listing(16)))
         return 0
@@ -198,9 +195,8 @@ def add_replan_parser(subparsers):
     p.add_argument("--seed", type=seed_arg(), default=0)
     p.add_argument("--L-max", dest="L_max", type=int, default=8)
     p.add_argument("--acceptance", default="iid", help="iid or profile")
-    p.add_argument("--energy-preset", default="phone-soc", help="device energy preset (spinlib.online.ENERGY_PRESETS)")
-    p.add_argument("--plugin", action="append", metavar="FILE.py",
-                   help="a Python file that registers controllers (also $SPINLIB_PLUGINS)")
+    p.add_argument("--energy-preset", default="phone-soc", help="device energy preset (see --list-energy-presets)")
+    p.add_argument("--list-energy-presets", action="store_true", help="list the device energy presets and exit")
     p.add_argument("--json", action="store_true", help="print the records as JSON")
     p.set_defaults(func=cmd_replan)
     return p
@@ -215,9 +211,13 @@ def cmd_replan(args) -> int:
     from .multiuser import REGISTRY, parse_mspec
     from .replan import ReplanConfig, run_replan
 
-    load_plugins(args)
     if args.list_controllers:
         print("\n".join(REGISTRY.listing(18)))
+        return 0
+    if args.list_energy_presets:
+        from .energy import ENERGY_PRESETS
+
+        print("\n".join(ENERGY_PRESETS.listing(16)))
         return 0
     if args.scenario is None:
         raise ValidationError("replan needs a scenario file (or --list-controllers)")
