@@ -140,3 +140,74 @@ def test_a_good_decider_plays_every_model_to_its_end():
     for name, (model, K) in _models(rng, 3, 6).items():
         played = play_rounds(FixedLength([2] * K), model)
         assert model.done(played) and played >= 1, name
+
+
+class RandomLengths(FixedLength):
+    """Fresh random lengths in ``0..L_max`` every round from its own generator (no early stop)."""
+
+    def __init__(self, K, L_max, rng):
+        super().__init__([0] * K)
+        self.K, self.L_max, self.rng = K, L_max, rng
+
+    def choose(self, ctx):
+        return self.rng.integers(0, self.L_max + 1, self.K)
+
+
+@pytest.mark.parametrize("i", range(6))
+def test_the_arena_links_play_the_stated_round(i):
+    """An independent recomputation of the arena's round (module docstring of spinlib.online.arena) from the
+    raw streams: A = min(consecutive accepts from p, L), p <- p + A + 1 on the cyclic stream, T and E by
+    their formulas on the drawn delays and rates, for random lengths."""
+    seed = fresh_seed() + i
+    rng = np.random.default_rng(seed)
+    K, L_max, R = int(rng.integers(1, 5)), int(rng.integers(1, 9)), int(rng.integers(5, 60))
+    streams = [Stream.synthetic(float(rng.uniform(0.2, 0.95)), int(rng.integers(3, 80)), rng)
+               for _ in range(int(rng.integers(1, 4)))]
+    cfg = ArenaConfig(rounds=R, users=K, L_max=L_max, delay=Delay("exponential", float(rng.uniform(0, 0.3))),
+                      fading=Fading("rayleigh"), t_d=float(rng.uniform(0.001, 0.05)))
+    links = TraceLinks.draw(streams, cfg, np.random.default_rng(seed))
+    inp = links.inp
+    pos = inp.offset.copy()
+    dec = RandomLengths(K, L_max, np.random.default_rng(seed + 1))
+    assert play_rounds(dec, links) == R
+    Ls = links.history["L"].astype(int)
+    en = cfg.energy_model
+    for t in range(R):
+        for k in range(K):
+            acc = np.asarray(streams[k % len(streams)].accept)
+            L = Ls[t, k]
+            A = 0
+            while A < L and acc[(pos[k] + A) % acc.size]:
+                A += 1
+            up = L * cfg.bits_per_token / inp.rate[t, k]
+            wait = cfg.t0 + cfg.t1 * (L + 1) + inp.D[t, k]
+            assert links.history["N"][t, k] == A + 1, (seed, t, k)
+            assert links.history["T"][t, k] == pytest.approx(L * cfg.t_d + up + wait, rel=1e-12)
+            assert links.history["E"][t, k] == pytest.approx(
+                L * en.draft_j_per_token + en.tx_power_w * up + en.idle_power_w * wait, rel=1e-12)
+            pos[k] += A + 1
+
+
+@pytest.mark.parametrize("i", range(6))
+def test_one_prompts_replay_plays_the_trace_with_the_engines_cap(i):
+    """PromptReplay against a direct walk of the trace: each round drafts at most max_new_tokens - p - 1,
+    accepts the consecutive accepts from p up to L, commits no token past the trace's (capped) end."""
+    seed = fresh_seed() + i
+    rng = np.random.default_rng(seed)
+    n, L_max = int(rng.integers(1, 120)), int(rng.integers(1, 9))
+    cap = None if rng.random() < 0.3 else int(rng.integers(1, 2 * n))
+    tr = _trace(rng, n)
+    env = Env(K=1, L_max=L_max, t_d=0.02, t0=0.03, t1=0.002, mean_delay_s=0.1, bits_per_token=16.0,
+              energy=energy_preset("phone-soc", 0.02), energy_budget_j=1.0, rng=rng)
+    model = PromptReplay(tr, env, delay_s=0.1, uplink_bps=1e6, max_new_tokens=cap)
+    play_rounds(RandomLengths(1, L_max, np.random.default_rng(seed + 1)), model)
+    limit, end = (n, n) if cap is None else (min(n, cap), cap)
+    p = 0
+    for L, A, N in model.rounds:
+        assert 0 <= L <= min(L_max, end - p - 1)
+        a = 0
+        while a < L and p + a < n and tr.accept[p + a]:
+            a += 1
+        assert (A, N) == (a, min(a + 1, limit - p)), (seed, p, L)
+        p += N
+    assert p == limit
