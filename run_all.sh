@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduce every result of the companion, or run the test suite.
 #
-#   bash run_all.sh [--smoke] [--only NN | --stale] [--recompute] [-p NAME VALUE ...]
+#   bash run_all.sh [--smoke] [--only NN[,NN...] | --stale] [--recompute] [-p NAME VALUE ...]
 #                                     execute notebooks/NN_*.ipynb with papermill; --stale: only those
 #                                     whose inputs changed (spinlib.notebook); -p: papermill parameters,
 #                                     written to results/runs/<NN>-<key>/, never over the committed run
@@ -27,8 +27,8 @@ if [[ $MODE == run ]]; then
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --smoke) SMOKE=True ;;
-      --only) ONLY="${2:?--only needs a notebook number, e.g. --only 03}"; shift
-              [[ "$ONLY" =~ ^[0-9][0-9]$ ]] || { echo "run_all.sh: --only takes a two-digit notebook number (00..99), got '$ONLY'" >&2; exit 2; } ;;
+      --only) ONLY="${2:?--only needs a notebook number, e.g. --only 03 (or a list: --only 06,03)}"; shift
+              [[ "$ONLY" =~ ^[0-9][0-9](,[0-9][0-9])*$ ]] || { echo "run_all.sh: --only takes two-digit notebook numbers (00..99, comma-separated), got '$ONLY'" >&2; exit 2; } ;;
       --recompute) RECOMPUTE=True ;;
       --stale) STALE=True ;;
       --verify) VERIFY=True ;;
@@ -120,7 +120,7 @@ if [[ $VERIFY == True ]]; then
   rm -rf "$SPINLIB_RESULTS"
 fi
 if [[ ${#PARAMS[@]} -gt 0 ]]; then  # non-default parameters: their own folder, keyed by notebook and parameters
-  [[ -n "$ONLY" ]] || { echo "run_all.sh: -p needs --only NN (parameters are per notebook)" >&2; exit 2; }
+  [[ -n "$ONLY" && "$ONLY" != *,* ]] || { echo "run_all.sh: -p needs --only NN, one notebook (parameters are per notebook)" >&2; exit 2; }
   key=$(printf '%s\n' "$ONLY" "$SMOKE" "${PARAMS[@]}" | sha256sum | cut -c1-12)
   export SPINLIB_RESULTS="$ROOT/results/runs/${ONLY}-${key}"
   echo "parameters ${PARAMS[*]}: results in $SPINLIB_RESULTS"
@@ -129,7 +129,11 @@ OUTDIR="${SPINLIB_RESULTS:-$ROOT/results}"
 # what will run is known before anything under results/ changes
 shopt -s nullglob
 notebooks=(notebooks/[0-9][0-9]_*.ipynb)
-[[ -n "$ONLY" ]] && notebooks=(notebooks/${ONLY}_*.ipynb)
+if [[ -n "$ONLY" ]]; then
+  notebooks=(); for n in ${ONLY//,/ }; do
+    m=(notebooks/${n}_*.ipynb); [[ ${#m[@]} -gt 0 ]] || { echo "run_all.sh: no notebook matches $n (see notebooks/)" >&2; exit 2; }
+    notebooks+=("${m[@]}"); done
+fi
 if [[ $STALE == True ]]; then
   [[ -z "$ONLY" ]] || { echo "run_all.sh: --stale and --only do not combine" >&2; exit 2; }
   mapfile -t stale < <("$PY" -m spinlib.notebook stale)

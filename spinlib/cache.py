@@ -81,7 +81,8 @@ def cached(
         import shutil
 
         shutil.rmtree(path)
-    value = json.loads(json.dumps(compute(), default=json_default))
+    # the value as a hit returns it (keys sorted, as stored): the same bytes whether or not it was cached
+    value = json.loads(json.dumps(compute(), default=json_default, sort_keys=True))
     atomic_write_text(path, json.dumps({"name": name, "config": canon, "value": value,
                                         "value_sha256": value_digest(value)}, sort_keys=True))
     return value

@@ -12,12 +12,15 @@ A *decider* is asked three things per round, for ``K`` users at once (arrays ``[
    ``[K, L_max]``;
 3. ``update(out)``: after the round, what it realised (:class:`Outcome`).
 
-Two players run this protocol, and any decider runs on both without change:
+Three players run this protocol, and any decider runs on each without change:
 
 * the **arena** (:func:`spinlib.online.run_arena`) replays recorded token streams for many users
   under a delay, fading and energy model;
 * the **real engine** (:func:`spinlib.sd.engine.speculative_generate`, ``draft_length=decider``)
   drafts with a real model for one user (``K = 1``) and verifies with a real target.
+* the **multi-user re-planner** (:func:`spinlib.online.replan.play`) plays ``K`` users who share one
+  band under fading; there ``choose`` may return a :class:`Plan` (lengths and bandwidth), the
+  context is a :class:`BandContext` and the outcome a :class:`BandOutcome`.
 
 **Causality.** The real engine learns position ``i``'s confidence only when it gets there. It
 calls ``stop`` after each position it observes, with the positions not yet seen filled as certain
@@ -38,11 +41,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
 from .validation import ValidationError
+
+if TYPE_CHECKING:
+    from .channel import RateModel
 
 
 @runtime_checkable
@@ -150,6 +156,69 @@ def check_lengths(L, K: int, hi, who: str, lo: int = 0) -> np.ndarray:
     return arr
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What a decider commits to before a round when the users share a band (arrays ``[K]``).
+
+    Attributes
+    ----------
+    L : int array [K]
+        Draft lengths, ints in ``0..L_max``.
+    b : float array [K] or None
+        Uplink bandwidth [Hz]: finite, ``>= 0``, summing to at most the band ``B``, ``> 0`` for a
+        drafting user. ``None``: paper 1's split for the lengths, the least makespan on the
+        round's channel (:func:`spinlib.control.bandwidth.min_makespan_bandwidth`).
+    """
+
+    L: np.ndarray
+    b: np.ndarray | None = None
+
+
+def check_plan(choice, K: int, L_max: int, B: float, who: str) -> Plan:
+    """``choice`` (lengths ``[K]`` or a :class:`Plan`) as a checked ``Plan`` (int lengths and, when
+    given, float bandwidth [Hz]); one line naming ``who`` otherwise."""
+    plan = choice if isinstance(choice, Plan) else Plan(choice)
+    L = check_lengths(plan.L, K, L_max, who)
+    if plan.b is None:
+        return Plan(L)
+    b = np.asarray(plan.b)
+    if b.shape != (K,) or not (np.issubdtype(b.dtype, np.integer) or np.issubdtype(b.dtype, np.floating)):
+        raise ValidationError(f"{who} must plan {K} bandwidth(s) [Hz], got {b.dtype} of shape {b.shape}")
+    b = b.astype(float)
+    if not np.all(np.isfinite(b) & (b >= 0)) or b.sum() > B * (1 + 1e-9):
+        raise ValidationError(f"{who}: bandwidth must be finite, >= 0 and sum to <= {B:g} Hz")
+    if np.any((L > 0) & (b <= 0)):
+        raise ValidationError(f"{who}: a drafting user needs bandwidth > 0")
+    return Plan(L, b)
+
+
+@dataclass
+class BandContext(RoundContext):
+    """Round ``t`` as a decider sees it at its start when the ``K`` users share the band.
+
+    The seam's fields (:class:`spinlib.decision.RoundContext`): ``rate`` and ``rate_mean`` are the
+    uplink rates [bit/s] at the equal share ``B / K`` on the round's and on the average channel,
+    ``state`` and ``delay_mean`` are zero (no delay model here), ``top_prob`` and ``entropy`` are
+    ``None`` (no draft observables). Added: ``h [K]``, the round's fading factors, and ``rates``
+    (:class:`spinlib.channel.RateModel` on the channel ``g_k h_k``: the rate as a function of the
+    bandwidth).
+    """
+
+    h: np.ndarray
+    rates: RateModel
+
+
+@dataclass
+class BandOutcome(Outcome):
+    """What a round of ``K`` users sharing the band realised: the seam's
+    :class:`spinlib.decision.Outcome` (``T [K]`` every user's time of the synchronous round, ``D [K]``
+    the fixed feedback and access time, ``rate [K]`` the uplink rates at the played bandwidth) plus
+    ``b [K]`` the bandwidth [Hz] and ``upload_s [K]`` each draft's upload time [s]."""
+
+    b: np.ndarray
+    upload_s: np.ndarray
+
+
 def certain_rows(K: int, L_max: int) -> tuple[np.ndarray, np.ndarray]:
     """``(top_prob, entropy)`` ``[K, L_max]`` of positions not yet seen: certain (1 and 0 nat)."""
     return np.ones((K, L_max)), np.zeros((K, L_max))
@@ -162,5 +231,5 @@ def check_rate(name: str, x, unit: str = "bit/s") -> float:
     return float(x)
 
 
-__all__ = ["Decider", "Outcome", "RoundContext", "FixedLength", "check_decider", "check_lengths", "certain_rows",
-           "check_rate", "never_stops", "reads_confidence"]
+__all__ = ["Decider", "Outcome", "RoundContext", "FixedLength", "Plan", "BandContext", "BandOutcome", "check_plan",
+           "check_decider", "check_lengths", "certain_rows", "check_rate", "never_stops", "reads_confidence"]

@@ -380,7 +380,7 @@ def test_what_a_plugin_registers_every_command_lists_and_uses(tmp_path):
         "from spinlib.control import register_policy, solve\n"
         "from spinlib.online import Controller, register_controller\n"
         "from spinlib.online.energy import EnergyPreset, register_energy_preset\n"
-        "from spinlib.online.multiuser import MultiUserController, Plan, register_multiuser_controller\n"
+        "from spinlib.decision import Plan\nfrom spinlib.online.multiuser import MultiUserController, register_multiuser_controller\n"
         "from spinlib.presets import get_preset, register_preset\n"
         "from spinlib.sd.models import Pair, register_pair\n"
         "register_preset(dataclasses.replace(get_preset('llama2-7b-l4'), name='plug-cell', bandwidth_hz=20e6))\n"

@@ -204,7 +204,8 @@ def minimise_budget_dual(val, cost, B: float, const, lo_idx, ok, *, n_mu: int = 
         g = np.broadcast_to(np.asarray(mu_guess, dtype=float), (M,))
         W = np.flatnonzero(ok & np.isfinite(g) & (g > 0))
         if W.size:
-            v, c, k = val[:, W], cost[:, W], const[:, W]
+            # (every node guessed, the usual case: no copy of the [E, M, P, K] arrays)
+            v, c, k = (val, cost, const) if W.size == M else (val[:, W], cost[:, W], const[:, W])
             ma, mb = g[W] * (1 - guess_width), g[W] * (1 + guess_width)
             with np.errstate(over="ignore", invalid="ignore"):  # a huge guess: mu cost overflows, the node goes cold
                 ea, eb = _ends(v, c, B, k, ma), _ends(v, c, B, k, mb)

@@ -7,10 +7,10 @@ decoding. Here a controller sees the current power-gain factors ``h_r = h[r, :]`
 round ``r`` (CSI at round start) and returns that round's plan.
 
 Every controller is a decider of the one decision seam (:mod:`spinlib.decision`): ``choose(ctx)``
-returns the round's :class:`Plan` (lengths and bandwidth; lengths alone get paper 1's split) from
-a :class:`BandContext` (the seam's :class:`~spinlib.decision.RoundContext` plus ``ctx.h``, the
+returns the round's :class:`~spinlib.decision.Plan` (lengths and bandwidth; lengths alone get paper 1's
+split) from a :class:`~spinlib.decision.BandContext` (the seam's :class:`~spinlib.decision.RoundContext` plus ``ctx.h``, the
 round's fading, and ``ctx.rates``, the rate model on it), ``stop`` keeps the planned lengths (this
-player has no draft observables) and ``update(out)`` learns from a :class:`BandOutcome` (the
+player has no draft observables) and ``update(out)`` learns from a :class:`~spinlib.decision.BandOutcome` (the
 seam's :class:`~spinlib.decision.Outcome` plus each user's bandwidth and upload time). Any decider
 that does not stop on the draft's observables plays here, e.g. :class:`spinlib.decision.FixedLength`
 (:func:`spinlib.online.replan.play`).
@@ -75,7 +75,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..channel import RateModel
-from ..decision import Outcome, RoundContext, check_lengths, never_stops
+from ..decision import BandContext, BandOutcome, Outcome, Plan, check_plan, never_stops  # noqa: F401 (the seam's types, re-exported)
 from ..control.heterogeneous import solve_heterogeneous_sync
 from ..rounds import Allocation, evaluate
 from ..registry import Registry, declared_params
@@ -118,69 +118,6 @@ class MultiUserEnv:
     @property
     def K(self) -> int:
         return self.scenario.num_users
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a decider commits to before a round when the users share a band (arrays ``[K]``).
-
-    Attributes
-    ----------
-    L : int array [K]
-        Draft lengths, ints in ``0..L_max``.
-    b : float array [K] or None
-        Uplink bandwidth [Hz]: finite, ``>= 0``, summing to at most the band ``B``, ``> 0`` for a
-        drafting user. ``None``: paper 1's split for the lengths, the least makespan on the
-        round's channel (:func:`spinlib.control.bandwidth.min_makespan_bandwidth`).
-    """
-
-    L: np.ndarray
-    b: np.ndarray | None = None
-
-
-def check_plan(choice, K: int, L_max: int, B: float, who: str) -> Plan:
-    """``choice`` (lengths ``[K]`` or a :class:`Plan`) as a checked ``Plan`` (int lengths and, when
-    given, float bandwidth [Hz]); one line naming ``who`` otherwise."""
-    plan = choice if isinstance(choice, Plan) else Plan(choice)
-    L = check_lengths(plan.L, K, L_max, who)
-    if plan.b is None:
-        return Plan(L)
-    b = np.asarray(plan.b)
-    if b.shape != (K,) or not (np.issubdtype(b.dtype, np.integer) or np.issubdtype(b.dtype, np.floating)):
-        raise ValidationError(f"{who} must plan {K} bandwidth(s) [Hz], got {b.dtype} of shape {b.shape}")
-    b = b.astype(float)
-    if not np.all(np.isfinite(b) & (b >= 0)) or b.sum() > B * (1 + 1e-9):
-        raise ValidationError(f"{who}: bandwidth must be finite, >= 0 and sum to <= {B:g} Hz")
-    if np.any((L > 0) & (b <= 0)):
-        raise ValidationError(f"{who}: a drafting user needs bandwidth > 0")
-    return Plan(L, b)
-
-
-@dataclass
-class BandContext(RoundContext):
-    """Round ``t`` as a decider sees it at its start when the ``K`` users share the band.
-
-    The seam's fields (:class:`spinlib.decision.RoundContext`): ``rate`` and ``rate_mean`` are the
-    uplink rates [bit/s] at the equal share ``B / K`` on the round's and on the average channel,
-    ``state`` and ``delay_mean`` are zero (no delay model here), ``top_prob`` and ``entropy`` are
-    ``None`` (no draft observables). Added: ``h [K]``, the round's fading factors, and ``rates``
-    (:class:`spinlib.channel.RateModel` on the channel ``g_k h_k``: the rate as a function of the
-    bandwidth).
-    """
-
-    h: np.ndarray
-    rates: RateModel
-
-
-@dataclass
-class BandOutcome(Outcome):
-    """What a round of ``K`` users sharing the band realised: the seam's
-    :class:`spinlib.decision.Outcome` (``T [K]`` every user's time of the synchronous round, ``D [K]``
-    the fixed feedback and access time, ``rate [K]`` the uplink rates at the played bandwidth) plus
-    ``b [K]`` the bandwidth [Hz] and ``upload_s [K]`` each draft's upload time [s]."""
-
-    b: np.ndarray
-    upload_s: np.ndarray
 
 
 class MultiUserController:

@@ -25,13 +25,13 @@ from ..emulator.fading import Fading
 from ..emulator.testbed import MAX_ROUND_USER_CELLS
 from ..emulator.traces import Trace, trace_bits
 from ..control.bandwidth import min_makespan_bandwidth
-from ..decision import check_decider, reads_confidence
+from ..decision import BandContext, BandOutcome, check_decider, check_plan, reads_confidence
 from ..rounds import Allocation, fixed_round_overhead, sync_round_time, uplink_time
 from ..scenario import Scenario
 from ..validation import ValidationError, check_int_range
 from .energy import ENERGY_PRESETS, device_energy, round_energy
 from .registry import ControllerSpec
-from .multiuser import BandContext, BandOutcome, MultiUserEnv, check_plan, get_multiuser_controller, parse_mspec
+from .multiuser import MultiUserEnv, get_multiuser_controller, parse_mspec
 from .player import play_rounds
 from .round_problem import faded_rates
 
@@ -240,11 +240,11 @@ def play(scenario: Scenario, controller, h: np.ndarray, config: ReplanConfig, la
     ``controller`` is any decider of :mod:`spinlib.decision` whose ``stop`` does not read the
     draft's observables (this player has none): a :class:`~spinlib.online.multiuser.MultiUserController`,
     or e.g. :class:`spinlib.decision.FixedLength`. Its ``choose`` returns a
-    :class:`~spinlib.online.multiuser.Plan` or lengths; a plan without bandwidth gets paper 1's split
+    :class:`~spinlib.decision.Plan` or lengths; a plan without bandwidth gets paper 1's split
     for its lengths (the least makespan on the round's channel,
     :func:`spinlib.control.bandwidth.min_makespan_bandwidth`). Each round it sees a
-    :class:`~spinlib.online.multiuser.BandContext` (``t = r``, ``h = h[r]``) and learns from a
-    :class:`~spinlib.online.multiuser.BandOutcome`: :func:`spinlib.online.player.play_rounds` on a
+    :class:`~spinlib.decision.BandContext` (``t = r``, ``h = h[r]``) and learns from a
+    :class:`~spinlib.decision.BandOutcome`: :func:`spinlib.online.player.play_rounds` on a
     :class:`SharedBand`.
 
     ``energy``: the devices' energy models (default: the controller's ``env.energy``, else

@@ -16,7 +16,7 @@ from spinlib.control.heterogeneous import solve_heterogeneous_sync
 from spinlib.emulator import EmulatorConfig, Fading, emulate
 from spinlib.online import energy as en, multiuser as mu, replan as rep, round_problem as rp
 from spinlib.studies import replanning
-from spinlib.online.multiuser import Plan
+from spinlib.decision import Plan
 from spinlib.presets import random_scenario
 from spinlib.validation import ValidationError
 from helpers import spinlib_cli
