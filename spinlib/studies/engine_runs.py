@@ -1,0 +1,119 @@
+"""Real speculative decoding runs of notebook 04, as cacheable studies.
+
+A run drafts with the pair's draft model and verifies with its target (:func:`spinlib.sd.engine.speculative_generate`)
+on the notebook's Spec-Bench prompts (:func:`notebook_prompts`). The two studies here are the
+notebook's expensive cells:
+
+* :func:`greedy_lossless_runs` -- at temperature 0, each prompt's speculative output against the
+  target's own greedy output (:func:`spinlib.sd.lossless.compare_greedy`: identical, or a near-tie
+  within the kernel's rounding noise);
+* :func:`ul_dl_runs` -- at temperature 1, each prompt in UL and DL mode at several draft lengths: the
+  generated tokens and every round's drafted / accepted counts and bits up / down.
+
+Their outputs are plain records (JSON), so :func:`spinlib.cache.cached_call` keeps them. The torch
+kernel a run computes with depends on the machine (:func:`spinlib.sd.models.pair_kernel`), so each
+study takes the kernel's name as an argument, part of its cache key, and refuses to run under a
+different one: a result computed with one kernel is never served for another.
+
+torch and the models are imported inside the functions.
+"""
+from __future__ import annotations
+
+from ..validation import ValidationError
+
+TASKS = ("qa", "math_reasoning", "translation", "summarization")
+
+
+def notebook_prompts(n_prompts: int) -> list[dict]:
+    """The first Spec-Bench prompt of each task in :data:`TASKS`, the first ``n_prompts`` of them."""
+    from ..sd.prompts import load_spec_bench
+
+    return [r for t in TASKS for r in load_spec_bench(t, 1)][:n_prompts]
+
+
+def prompt_ids(pair: str, tok, text: str) -> list[int]:
+    """A prompt's token ids for ``pair``: the chat template kept intact (a packaged-draft pair,
+    :func:`spinlib.sd.prompts.encode_intact`), or the low-bit pairs' encoding."""
+    from ..sd.measure import MAX_PROMPT_TOKENS
+    from ..sd.models import get_pair
+    from ..sd.prompts import encode, encode_intact
+
+    if get_pair(pair).draft_model:
+        return encode_intact(tok, text, True, MAX_PROMPT_TOKENS)[0]
+    return encode(tok, text, chat=True)
+
+
+def _setup(pair: str, kernel: str):
+    from ..scenario import Payload
+    from ..sd.models import PACKAGED, get_pair, load_pair, pair_kernel
+
+    active = pair_kernel(pair).kernel
+    if kernel != active:
+        raise ValidationError(f"kernel must be this machine's kernel for {pair!r} ({active!r}), got {kernel!r}")
+    target, draft, tok = load_pair(pair)
+    payload = Payload(PACKAGED[get_pair(pair).target].vocab_size, "full", 16)
+    return target, draft, tok, payload, (tok.eos_token_id,)
+
+
+def greedy_lossless_runs(pair: str, n_prompts: int, max_new_tokens: int, *, kernel: str,
+                         Ls: tuple[int, ...] = (1, 4, 8)) -> list[dict]:
+    """Temperature 0: per prompt and draft length ``L``, speculative decoding against the target's greedy output.
+
+    Returns
+    -------
+    list of dict
+        One record per (prompt, L): ``task``, ``L``, ``tokens`` (generated), ``identical to target
+        greedy``, ``first difference`` (index, ``None`` when identical), ``margin m`` (the reference
+        logit margin there), ``noise tau`` (the kernel's rounding noise on the sequence) and
+        ``explained`` (identical, or ``m <= 2 tau``), as :class:`spinlib.sd.lossless.GreedyCheck`.
+    """
+    from ..sd.engine import speculative_generate, target_generate
+    from ..sd.lossless import compare_greedy, rounding_noise
+
+    target, draft, tok, _, stop = _setup(pair, kernel)
+    rows = []
+    for p in notebook_prompts(n_prompts):
+        ids = prompt_ids(pair, tok, p["prompt"])
+        ref, ref_logits = target_generate(target, ids, max_new_tokens=max_new_tokens, stop_ids=stop, return_logits=True)
+        for L in Ls:
+            out, _ = speculative_generate(target, draft, ids, max_new_tokens=max_new_tokens, draft_length=L, stop_ids=stop)
+            chk = compare_greedy(ref, ref_logits, out, rounding_noise(target, ids, ref, ref_logits, L + 1))
+            rows.append({"task": p["task"], "L": L, "tokens": len(out), "identical to target greedy": chk.identical,
+                         "first difference": chk.first_divergence, "margin m": chk.margin, "noise tau": chk.tau,
+                         "explained": chk.explained})
+    return rows
+
+
+def ul_dl_runs(pair: str, n_prompts: int, max_new_tokens: int, seed: int, *, kernel: str,
+               Ls: tuple[int, ...] = (1, 2, 4, 8), modes: tuple[str, ...] = ("UL", "DL")) -> list[dict]:
+    """Temperature 1: every prompt ``i`` in each mode at each draft length, sampled with
+    ``torch.Generator().manual_seed(seed + i)`` (so UL and DL draw the same tokens).
+
+    Returns
+    -------
+    list of dict
+        One record per (mode, L, prompt): ``mode``, ``L``, ``prompt`` (index), ``tokens`` (the
+        generated ids) and ``rounds``: per round ``drafted``, ``accepted``, ``bits_up`` and
+        ``bits_down`` [bit].
+    """
+    import torch
+
+    from ..sd.engine import speculative_generate
+
+    target, draft, tok, payload, _ = _setup(pair, kernel)
+    prompts = notebook_prompts(n_prompts)
+    runs = []
+    for mode in modes:
+        for L in Ls:
+            for i, p in enumerate(prompts):
+                out, rr = speculative_generate(target, draft, prompt_ids(pair, tok, p["prompt"]),
+                                               max_new_tokens=max_new_tokens, draft_length=L, temperature=1.0,
+                                               generator=torch.Generator().manual_seed(seed + i), mode=mode,
+                                               payload=payload)
+                runs.append({"mode": mode, "L": L, "prompt": i, "tokens": list(out),
+                             "rounds": [{"drafted": r.drafted, "accepted": r.accepted, "bits_up": r.bits_up,
+                                         "bits_down": r.bits_down} for r in rr]})
+    return runs
+
+
+__all__ = ["TASKS", "notebook_prompts", "prompt_ids", "greedy_lossless_runs", "ul_dl_runs"]
