@@ -246,6 +246,44 @@ class ServerOnly(MultiUserController):
         return Plan(self.L, self.b)
 
 
+@register_multiuser_controller("static-policy", "a registered static policy (spinlib.control.solve: paper 1's "
+                               "solvers, the baselines, a plugin's) solved once on the average channel and kept every "
+                               "round", family="multi-user")
+class StaticPolicy(MultiUserController):
+    """Any static policy of :func:`spinlib.control.solve` as a decider: its allocation ``(L, b)`` on the
+    average channel, played every round. ``plan-on-average`` is ``static-policy`` of
+    ``heterogeneous-sync`` and ``server-only`` that of ``server-only`` (the tests check both, bit for
+    bit). The policy gets the env's ``L_max`` where it declares one, and ``draft_length`` when given
+    (else its own default). A policy that chooses UL/DL modes (paper 2) is refused with one line:
+    this player uploads every draft; an async policy's plan is played in the synchronous round.
+    """
+
+    def __init__(self, env: MultiUserEnv, policy: str = "heterogeneous-sync", draft_length: int | None = None):
+        super().__init__(env)
+        from ..control import get_policy, solve
+
+        entry = get_policy(policy)  # one line listing the registered policies otherwise
+        if entry.family == "paper2":
+            raise ValidationError(f"static-policy: {policy!r} chooses UL/DL modes, which the shared band does not "
+                                  f"play (every draft is uploaded); use a paper-1 policy or a baseline")
+        params = {"L_max": env.L_max} if "L_max" in entry.params else {}
+        if draft_length is not None:
+            if "draft_length" not in entry.params:
+                raise ValidationError(f"static-policy: {policy!r} takes no draft_length (its parameters: "
+                                      f"{', '.join(entry.params) or 'none'})")
+            params["draft_length"] = check_int_range("draft_length", draft_length, 0, env.L_max)
+        a = solve(env.scenario, policy, **params)
+        if a.modes is not None and any(m != "UL" for m in a.modes):
+            raise ValidationError(f"static-policy: {policy!r} puts users in DL mode, which the shared band does not play")
+        self.policy, self.L, self.b = policy, np.asarray(a.draft_lengths, dtype=np.int64), np.asarray(a.bandwidth_hz, dtype=float)
+
+    def choose(self, ctx):
+        return Plan(self.L, self.b)
+
+    def info(self):
+        return {"policy": self.policy}
+
+
 @register_multiuser_controller("replan-ratio", "heterogeneous-sync re-solved every round on the current channel "
                                "(maximises the per-round ratio E[N]/T)", family="multi-user")
 class ReplanRatio(MultiUserController):
@@ -525,6 +563,6 @@ class EnergyQueue(MultiUserController):
 
 __all__ = ["MultiUserEnv", "Plan", "check_plan", "BandContext", "BandOutcome", "MultiUserController", "MULTIUSER_CONTROLLERS",
            "register_multiuser_controller", "get_multiuser_controller", "multiuser_controller_names", "mspec",
-           "parse_mspec", "make_multiuser_controller", "PlanOnAverage", "ServerOnly", "ReplanRatio",
+           "parse_mspec", "make_multiuser_controller", "PlanOnAverage", "ServerOnly", "StaticPolicy", "ReplanRatio",
            "ReplanDinkelbach", "ReplanBandwidth", "ReplanDrop", "ReplanCoordinate", "EnergyQueue", "LAMBDA_TOKENS",
            "REGISTRY"]

@@ -109,6 +109,45 @@ def test_any_decider_of_the_seam_plays_on_the_multi_user_player():
     _one_line(lambda: rep.play(s, object(), rep.fading_draws(s, cfg), cfg), "choose(ctx)")
 
 
+def test_static_policies_are_deciders_on_the_multi_user_player():
+    """Any registered static policy plays as ``static-policy``: its allocation on the average channel,
+    every round. heterogeneous-sync's is plan-on-average and server-only's is server-only, bit for
+    bit; every other paper-1 policy and baseline (fresh random cells, the entropy in the message)
+    plays exactly the lengths and bandwidth ``control.solve`` gives it; paper 2's mode choosers and
+    bad parameters are one line."""
+    from spinlib.control import get_policy, policy_names, solve
+
+    s = random_scenario(3, 17)
+    cfg = rep.ReplanConfig(rounds=60, seed=3, fading=Fading("rayleigh"))
+    runs = rep.run_replan(s, ["plan-on-average", "static-policy", "server-only", "static-policy:policy=server-only"], cfg)
+    for a, b in (runs[:2], runs[2:]):
+        assert a.goodput_tokens_per_s == b.goodput_tokens_per_s
+        np.testing.assert_array_equal(a.draft_lengths, b.draft_lengths)
+        np.testing.assert_array_equal(a.bandwidth_hz, b.bandwidth_hz)
+        np.testing.assert_array_equal(a.energy_j, b.energy_j)
+    entropy = np.random.SeedSequence().entropy
+    rng = np.random.default_rng(entropy)
+    names = [n for f in ("paper1", "baseline") for n in policy_names(f)]
+    for name in names:
+        K = int(rng.integers(2, 5))
+        cell = random_scenario(K, int(rng.integers(1 << 30)))
+        c = rep.ReplanConfig(rounds=12, seed=int(rng.integers(1000)), L_max=6, fading=Fading("rayleigh"))
+        params = {"L_max": c.L_max} if "L_max" in get_policy(name).params else {}
+        a = solve(cell, name, **params)
+        (r,) = rep.run_replan(cell, [f"static-policy:policy={name}"], c)
+        assert r.info == {"policy": name}
+        np.testing.assert_array_equal(r.draft_lengths, np.tile(a.draft_lengths, (c.rounds, 1)), err_msg=f"{name} {entropy}")
+        np.testing.assert_array_equal(r.bandwidth_hz, np.tile(np.asarray(a.bandwidth_hz), (c.rounds, 1)),
+                                      err_msg=f"{name} {entropy}")
+    (r,) = rep.run_replan(s, ["static-policy:policy=equal,draft_length=2"], cfg)
+    assert np.all(r.draft_lengths == 2)
+    for spec, words in [("static-policy:policy=uldl-optimal", ("UL/DL modes",)),
+                        ("static-policy:policy=nope", ("nope",)),
+                        ("static-policy:policy=homogeneous,draft_length=2", ("takes no draft_length",)),
+                        ("static-policy:policy=equal,draft_length=99", ("draft_length",))]:
+        _one_line(lambda: rep.run_replan(s, [spec], cfg), *words)
+
+
 def test_replan_ratio_solves_the_faded_scenario():
     """Solving with the faded rate model is solving the scenario whose gains are g_k h_k."""
     s = random_scenario(3, 9)
