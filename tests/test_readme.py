@@ -47,6 +47,9 @@ def test_readme_snippet_runs(section, tmp_path):
         rows = re.findall(r"^(\S+) +([\d.]+) token/s  99 % interval \[([\d.]+), ([\d.]+)\]$", r.stdout, flags=re.M)
         assert [row[0] for row in rows] == ["plan-on-average", "replan-bandwidth", "strong-half"], r.stdout
         assert all(float(lo) <= float(g) <= float(hi) for _, g, lo, hi in rows)
+        assert "static-policy of heterogeneous-sync equals plan-on-average: True" in r.stdout, r.stdout
+        static = re.findall(r"^(\S+) +[\d.]+ token/s, mean L ([\d.]+)$", r.stdout, flags=re.M)
+        assert [(n, float(L)) for n, L in static][1:] == [("equal", 2.0), ("server-only", 0.0)], r.stdout
     elif section == "Add your own study":
         assert "__main__.gain_over_agnostic 3 records, computed 1 time(s); same: True" in r.stdout
         assert r.stdout.rstrip().endswith("True")
