@@ -231,3 +231,20 @@ def test_measure_arguments_are_one_line_errors(args, match):
     r = subprocess.run([sys.executable, "-m", "spinlib", "measure", *args], capture_output=True, text=True,
                        timeout=120, cwd=ROOT)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and match in r.stderr, r.stderr
+
+
+def test_committed_results_cache_entries_are_whole_and_keyed():
+    """The results cache is committed (results/cache/: a fresh clone's run reuses the studies of the committed
+    run instead of recomputing them for hours). Every entry must be one ``cached`` would trust: the four
+    fields, a file name that is its key (name and config hash) and a value whose sha256 is the recorded one,
+    so an edited, torn or renamed entry cannot pass for a result."""
+    from spinlib.cache import config_key, value_digest
+
+    entries = sorted((ROOT / "results" / "cache").glob("*.json"))
+    assert entries, "results/cache/ holds no entry"
+    for path in entries:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        assert isinstance(entry, dict) and set(entry) == {"name", "config", "value", "value_sha256"}, path.name
+        key = config_key({"name": entry["name"], "config": entry["config"]})
+        assert path.name == f"{entry['name']}-{key}.json", path.name
+        assert value_digest(entry["value"]) == entry["value_sha256"], path.name
