@@ -75,7 +75,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..channel import RateModel
-from ..decision import BandContext, BandOutcome, Outcome, Plan, check_plan, never_stops  # noqa: F401 (the seam's types, re-exported)
+# the seam's band types live in spinlib.decision; imported here for this module and re-exported
+from ..decision import BandContext, BandOutcome, Outcome, Plan, check_plan, never_stops  # noqa: F401
 from ..control.heterogeneous import solve_heterogeneous_sync
 from ..rounds import Allocation, evaluate
 from ..registry import Registry, declared_params
@@ -274,8 +275,10 @@ class StaticPolicy(MultiUserController):
             params["draft_length"] = check_int_range("draft_length", draft_length, 0, env.L_max)
         a = solve(env.scenario, policy, **params)
         if a.modes is not None and any(m != "UL" for m in a.modes):
-            raise ValidationError(f"static-policy: {policy!r} puts users in DL mode, which the shared band does not play")
-        self.policy, self.L, self.b = policy, np.asarray(a.draft_lengths, dtype=np.int64), np.asarray(a.bandwidth_hz, dtype=float)
+            raise ValidationError(f"static-policy: {policy!r} puts users in DL mode, which the shared band "
+                                  f"does not play")
+        self.policy = policy
+        self.L, self.b = np.asarray(a.draft_lengths, dtype=np.int64), np.asarray(a.bandwidth_hz, dtype=float)
 
     def choose(self, ctx):
         return Plan(self.L, self.b)
