@@ -145,7 +145,7 @@ def test_a_moved_study_keeps_its_cache_key():
     a module without one keys by its own name."""
     from spinlib.cache import cache_name
     from spinlib.experiments import sweep
-    from spinlib.studies import allocation, balance, online, paper_maps, replanning, replay
+    from spinlib.studies import allocation, balance, engine_runs, online, paper_maps, replanning, replay
 
     assert cache_name(online.regret_study) == "spinlib.online.experiments.regret_study"
     assert cache_name(balance.served_sweep) == "spinlib.balance.experiments.served_sweep"
@@ -154,6 +154,7 @@ def test_a_moved_study_keeps_its_cache_key():
     assert cache_name(allocation.exhaustive_gaps) == "spinlib.experiments.exhaustive_gaps"
     assert cache_name(paper_maps.paper1_gain_point) == "spinlib.maps.paper1_gain_point"
     assert cache_name(sweep) == "spinlib.experiments.sweep"
+    assert cache_name(engine_runs.ul_dl_runs) == "spinlib.studies.engine_runs.ul_dl_runs"
 
 
 def test_tests_mirror_the_library():

@@ -21,6 +21,10 @@ from __future__ import annotations
 
 from ..validation import ValidationError
 
+#: the key of these studies in the results cache (:func:`spinlib.cache.cache_name`): their own module, where
+#: they were first cached
+CACHE_NAMESPACE = "spinlib.studies.engine_runs"
+
 TASKS = ("qa", "math_reasoning", "translation", "summarization")
 
 
