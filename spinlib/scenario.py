@@ -35,9 +35,29 @@ symbol             meaning                                                 unit
 ``mu``             Lagrange multiplier of the bandwidth (or power) budget   1/Hz (1/W)
 ``theta``          Dinkelbach ratio (goodput estimate) of the integer search  token/s
 ``rho``            server utilisation (share of time verifying)            --
+``h_k``            block-fading power-gain factor of user k (mean 1)       --
 =================  ======================================================  ==========
 
-The symbols are the same in every module; modes are written ``"UL"``/``"DL"`` everywhere.
+Two layers come from other papers and keep those papers' letters where they clash with this
+table (the clashes we know of; a symbol not listed means what this table says):
+
+* BALANCE (:mod:`spinlib.balance`) has its own table in :mod:`spinlib.balance.model` (``T_k`` a
+  deadline, ``M`` the server memory, ``W_L, W_S`` model weights, ``L`` the SD batch's draft length).
+* The online layer (:mod:`spinlib.decision`, :mod:`spinlib.online`: per-round controllers):
+
+=================  ======================================================  ==========
+``D``              communication (and access) delay of one round            s
+                   (``Outcome.D``, ``RoundCosts.D``; ``D_c`` the critical delay)
+``E``              device energy of one round (``Outcome.E``, GELATO's     J
+                   ``E(L, R)``)
+``S(L)``           prefix survival ``P(first L drafts all accepted)``,     --
+                   the table's ``pi_L`` (the stopping rules)
+``h``              ``h_k`` as above, except the SpecDec++ rule's            --
+                   parameter ``h`` (``specdec++:h=0.7``), its paper's
+                   stopping threshold
+=================  ======================================================  ==========
+
+Modes are written ``"UL"``/``"DL"`` everywhere.
 """
 from __future__ import annotations
 
