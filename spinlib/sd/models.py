@@ -383,6 +383,20 @@ def load_target(model: str, kernel: str = "fp32"):
     return m, tok
 
 
+def release_models() -> int:
+    """Forget every model this process loaded (:func:`load_target` and :func:`load_pair` keep each one
+    for the process, so a second call is free); returns how many were held. Their memory returns
+    once nothing else references them; a later load reads the checked cache again (seconds). The
+    test suite releases them after each test module (kept for the whole suite, every packaged
+    model, the Qwen pair in float32 and the low-bit drafts' copies would stay resident at once)."""
+    import gc
+
+    n = len(_LOADED)
+    _LOADED.clear()
+    gc.collect()
+    return n
+
+
 def model_shape(model: str) -> tuple[int, int]:
     """``(hidden_size, intermediate_size)`` of a packaged model (builds its cache if needed)."""
     import json

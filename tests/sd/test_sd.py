@@ -55,6 +55,23 @@ def test_one_target_pass_per_round(real_pair):
     assert len(calls) == len(rounds) + 1
 
 
+def test_release_models_forgets_what_was_loaded(real_pair):
+    """A loaded pair is kept for the process (a second load is the same objects) until release_models,
+    after which the next load builds new objects from the checked cache with the same weights
+    (the target's and the low-bit draft's)."""
+    from spinlib.sd.models import load_pair, release_models
+
+    target, draft, _, _ = real_pair
+    assert load_pair(PAIR)[0] is target and load_pair(PAIR)[1] is draft
+    assert release_models() >= 2
+    t2, d2, _ = load_pair(PAIR)
+    assert t2 is not target and d2 is not draft
+    for old, new in ((target, t2), (draft, d2)):
+        a, b = old.state_dict(), new.state_dict()
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert release_models() >= 2 and release_models() == 0
+
+
 def _rounds_from_beta(beta, L, n):
     """Greedy rounds implied by teacher-forced beta (1 = the draft agrees with the target's argmax)."""
     pos, tokens = 0, []
