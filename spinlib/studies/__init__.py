@@ -10,7 +10,9 @@ below and nothing below imports it (``tests/test_architecture.py`` checks the la
 * :mod:`.online` -- notebook 10: critical delays, regret, drift, GELATO, the SpecStop margins;
 * :mod:`.replanning` -- notebook 10: the multi-user re-planners under fading;
 * :mod:`.balance` -- notebook 09: BALANCE's sweeps, ratio campaign and solve-time ladder;
-* :mod:`.replay` -- notebook 07: replayed real rounds against the analysis.
+* :mod:`.replay` -- notebook 07: replayed real rounds against the analysis;
+* :mod:`.engine_runs` -- notebook 04: the real pair's lossless (temperature 0) and UL/DL (temperature 1)
+  runs, keyed by the machine's torch kernel.
 
 The sweep pipeline (specs, scenario factories, long records) is :mod:`spinlib.experiments`. Each module here names its ``CACHE_NAMESPACE``, the module its studies
 were first cached under, so that moving a study does not invalidate its cached results.
