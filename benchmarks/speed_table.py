@@ -336,7 +336,9 @@ def certified_section(doc: dict) -> list[str]:
     if all(g.values()):
         def text(key):
             lo, hi, prev, all_k, last = g[key]
-            return f"K^{all_k:.2f} over K = {_k(lo)} to {_k(hi)} (K^{last:.2f} between {_k(prev)} and {_k(hi)})"
+            capped = any(r["K"] == hi and r[key].get("status") == "time_limit" for r in doc["rows"] if r.get(key))
+            return (f"K^{all_k:.2f} over K = {_k(lo)} to {_k(hi)} (K^{last:.2f} between {_k(prev)} and {_k(hi)}"
+                    + (f"; at least: a run at K = {_k(hi)} stopped at the time limit" if capped else "") + ")")
 
         out += ["", "Growth in K (least-squares slope of log median time against log K): warm two-end search "
                     f"{text('two_end')}; cold {text('two_end_cold')}; whole solver {text('solver')}."]

@@ -252,14 +252,15 @@ def test_certified_section_largest_K_and_the_speed_goal(tmp_path):
     docs = _docs()
     c = docs["certified_scaling"]
     run = c["rows"][0]["two_end"]
-    c["rows"] += [{"K": 12300, "instance": i, "two_end": {**run, "wall_s": 0.5 * 100 ** 1.5},
+    c["rows"] += [{"K": 12300, "instance": i, "two_end": {**run, "wall_s": 0.5 * 100 ** 1.5, "status": "time_limit"},
                    "solver": {"wall_s": w, "gap": 5e-5, "status": "gap_limit", "nodes": 40, "drafting_share": 0.9}}
                   for i, w in enumerate((9.0, 11.0, 30.0))]
     c["goals_s"] = {"1230": 1.0, "12300": 15.0, "99999": 2.0}
     text = ST.section(_write(tmp_path / "b", docs))
     row = _row(text, "| 12,300 | 1 |")
     assert row.count("not run") == 2 and "| 11.0 |" in row, row
-    assert "warm two-end search K^1.50 over K = 123 to 12,300 (K^1.50 between 1,230 and 12,300)" in text
+    assert ("warm two-end search K^1.50 over K = 123 to 12,300 (K^1.50 between 1,230 and 12,300; at least: a run "
+            "at K = 12,300 stopped at the time limit)") in text
     assert "cold K^2.00 over K = 123 to 1,230 (K^2.00 between 123 and 1,230)" in text
     assert ("Speed goal of the whole solver (issue 23): K = 1,230 under 1.00 s: median 6.00 s, not met; "
             "K = 12,300 under 15.0 s: median 11.0 s, met; K = 99,999 under 2.00 s: not measured.") in text, text
