@@ -35,28 +35,21 @@ def notebook_prompts(n_prompts: int) -> list[dict]:
     return [r for t in TASKS for r in load_spec_bench(t, 1)][:n_prompts]
 
 
-def prompt_ids(pair: str, tok, text: str) -> list[int]:
-    """A prompt's token ids for ``pair``: the chat template kept intact (a packaged-draft pair,
-    :func:`spinlib.sd.prompts.encode_intact`), or the low-bit pairs' encoding."""
-    from ..sd.measure import MAX_PROMPT_TOKENS
-    from ..sd.models import get_pair
-    from ..sd.prompts import encode, encode_intact
-
-    if get_pair(pair).draft_model:
-        return encode_intact(tok, text, True, MAX_PROMPT_TOKENS)[0]
-    return encode(tok, text, chat=True)
-
-
-def _setup(pair: str, kernel: str):
+def _setup(pair: str, kernel: str, n_prompts: int):
+    """The pair's models on this machine's kernel (refused otherwise), the payload, and the notebook's
+    prompts with their ids (:func:`spinlib.sd.prompts.encode_for_pair`, as every measurement takes them)."""
     from ..scenario import Payload
     from ..sd.models import PACKAGED, get_pair, load_pair, pair_kernel
+    from ..sd.prompts import encode_for_pair
 
     active = pair_kernel(pair).kernel
     if kernel != active:
         raise ValidationError(f"kernel must be this machine's kernel for {pair!r} ({active!r}), got {kernel!r}")
     target, draft, tok = load_pair(pair)
-    payload = Payload(PACKAGED[get_pair(pair).target].vocab_size, "full", 16)
-    return target, draft, tok, payload, (tok.eos_token_id,)
+    spec = get_pair(pair)
+    payload = Payload(PACKAGED[spec.target].vocab_size, "full", 16)
+    prompts = [(p, encode_for_pair(spec, tok, p["prompt"])) for p in notebook_prompts(n_prompts)]
+    return target, draft, tok, payload, prompts
 
 
 def greedy_lossless_runs(pair: str, n_prompts: int, max_new_tokens: int, *, kernel: str,
@@ -74,10 +67,10 @@ def greedy_lossless_runs(pair: str, n_prompts: int, max_new_tokens: int, *, kern
     from ..sd.engine import speculative_generate, target_generate
     from ..sd.lossless import compare_greedy, rounding_noise
 
-    target, draft, tok, _, stop = _setup(pair, kernel)
+    target, draft, tok, _, prompts = _setup(pair, kernel, n_prompts)
+    stop = (tok.eos_token_id,)
     rows = []
-    for p in notebook_prompts(n_prompts):
-        ids = prompt_ids(pair, tok, p["prompt"])
+    for p, ids in prompts:
         ref, ref_logits = target_generate(target, ids, max_new_tokens=max_new_tokens, stop_ids=stop, return_logits=True)
         for L in Ls:
             out, _ = speculative_generate(target, draft, ids, max_new_tokens=max_new_tokens, draft_length=L, stop_ids=stop)
@@ -104,15 +97,13 @@ def ul_dl_runs(pair: str, n_prompts: int, max_new_tokens: int, seed: int, *, ker
 
     from ..sd.engine import speculative_generate
 
-    target, draft, tok, payload, _ = _setup(pair, kernel)
-    prompts = notebook_prompts(n_prompts)
+    target, draft, _, payload, prompts = _setup(pair, kernel, n_prompts)
     runs = []
     for mode in modes:
         for L in Ls:
-            for i, p in enumerate(prompts):
-                out, rr = speculative_generate(target, draft, prompt_ids(pair, tok, p["prompt"]),
-                                               max_new_tokens=max_new_tokens, draft_length=L, temperature=1.0,
-                                               generator=torch.Generator().manual_seed(seed + i), mode=mode,
+            for i, (_, ids) in enumerate(prompts):
+                out, rr = speculative_generate(target, draft, ids, max_new_tokens=max_new_tokens, draft_length=L,
+                                               temperature=1.0, generator=torch.Generator().manual_seed(seed + i), mode=mode,
                                                payload=payload)
                 runs.append({"mode": mode, "L": L, "prompt": i, "tokens": list(out),
                              "rounds": [{"drafted": r.drafted, "accepted": r.accepted, "bits_up": r.bits_up,
@@ -120,4 +111,4 @@ def ul_dl_runs(pair: str, n_prompts: int, max_new_tokens: int, seed: int, *, ker
     return runs
 
 
-__all__ = ["TASKS", "notebook_prompts", "prompt_ids", "greedy_lossless_runs", "ul_dl_runs"]
+__all__ = ["TASKS", "notebook_prompts", "greedy_lossless_runs", "ul_dl_runs"]
