@@ -96,17 +96,28 @@ def value_digest(value) -> str:
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()
 
 
-def _verified_entry(path: Path, name: str, canon) -> Any:
-    """The value of a cache entry if it is whole and unedited: it parses (strictly:
-    :func:`spinlib.jsonio.loads_json`) as ``{"name", "config", "value", "value_sha256"}`` with this
-    name and config, and the value's digest matches; :data:`_MISS` otherwise (then recomputed)."""
+def read_entry(path: Path) -> dict | None:
+    """A results-cache entry as stored, if it is whole and unedited: it parses (strictly:
+    :func:`spinlib.jsonio.loads_json`) as ``{"name", "config", "value", "value_sha256"}``, its value's
+    digest matches the recorded one and the file is named by its key (``<name>-<config hash>.json``,
+    as :func:`cached` names it); ``None`` otherwise."""
     try:
         stored = loads_json(path.read_text(encoding="utf-8"), f"cache entry {path.name}", allow_nonfinite=True)
     except (OSError, ValueError, ValidationError):  # torn, not UTF-8, not JSON
-        return _MISS
+        return None
     if (isinstance(stored, dict) and set(stored) == {"name", "config", "value", "value_sha256"}
-            and stored["name"] == name and stored["config"] == canon
+            and isinstance(stored["name"], str)
+            and path.name == f"{stored['name']}-{config_key({'name': stored['name'], 'config': stored['config']})}.json"
             and stored["value_sha256"] == value_digest(stored["value"])):
+        return stored
+    return None
+
+
+def _verified_entry(path: Path, name: str, canon) -> Any:
+    """The value of the entry at ``path`` if :func:`read_entry` trusts it and it holds this name and
+    config; :data:`_MISS` otherwise (then recomputed)."""
+    stored = read_entry(path)
+    if stored is not None and stored["name"] == name and stored["config"] == canon:
         return stored["value"]
     return _MISS
 

@@ -235,16 +235,28 @@ def test_measure_arguments_are_one_line_errors(args, match):
 
 def test_committed_results_cache_entries_are_whole_and_keyed():
     """The results cache is committed (results/cache/: a fresh clone's run reuses the studies of the committed
-    run instead of recomputing them for hours). Every entry must be one ``cached`` would trust: the four
-    fields, a file name that is its key (name and config hash) and a value whose sha256 is the recorded one,
-    so an edited, torn or renamed entry cannot pass for a result."""
-    from spinlib.cache import config_key, value_digest
+    run instead of recomputing them for hours). Every entry must be one ``cached`` would trust
+    (:func:`spinlib.cache.read_entry`: the four fields, a file name that is its key and a value whose sha256
+    is the recorded one), so an edited, torn or renamed entry cannot pass for a result."""
+    from spinlib.cache import read_entry
 
     entries = sorted((ROOT / "results" / "cache").glob("*.json"))
     assert entries, "results/cache/ holds no entry"
-    for path in entries:
-        entry = json.loads(path.read_text(encoding="utf-8"))
-        assert isinstance(entry, dict) and set(entry) == {"name", "config", "value", "value_sha256"}, path.name
-        key = config_key({"name": entry["name"], "config": entry["config"]})
-        assert path.name == f"{entry['name']}-{key}.json", path.name
-        assert value_digest(entry["value"]) == entry["value_sha256"], path.name
+    assert [p.name for p in entries if read_entry(p) is None] == []
+
+
+def test_read_entry_refuses_edited_torn_and_renamed_entries(tmp_path):
+    """read_entry, the trust rule of every cache hit: a whole entry passes; an edited value, a torn file, a
+    renamed file and a missing field each fail (generated from one entry written by ``cached``)."""
+    from spinlib.cache import cached, read_entry
+
+    cached("study", {"x": 1}, lambda: {"a": [1, 2]}, cache_dir=tmp_path)
+    (path,) = tmp_path.glob("*.json")
+    good = path.read_text()
+    assert read_entry(path)["value"] == {"a": [1, 2]}
+    for bad in (good.replace("[1, 2]", "[1, 3]"), good[:-5], good.replace('"value_sha256"', '"digest"')):
+        path.write_text(bad)
+        assert read_entry(path) is None, bad
+    path.write_text(good)
+    renamed = path.rename(tmp_path / "study-0000000000000000.json")
+    assert read_entry(renamed) is None
