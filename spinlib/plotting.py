@@ -121,11 +121,17 @@ def save_figure(fig, name: str, directory: Path | None = None) -> None:
                 tmp.unlink()
 
 
+#: seed of seaborn's bootstrap confidence bands: without one, every run draws other resamples, so a
+#: figure's bands (and its bytes) change from run to run while its data do not
+BOOTSTRAP_SEED = 0
+
+
 def plot_policies(ax, long_df, policies, *, x="x", y="goodput", labels=None, errorbar=("ci", 95),
-                  log_x: bool = False):
+                  log_x: bool = False, seed: int = BOOTSTRAP_SEED):
     """Mean goodput vs ``x`` per policy (95 % bootstrap CI bands), one style per series.
 
-    ``log_x`` puts x on a log scale with the sweep values as plain-number ticks.
+    ``log_x`` puts x on a log scale with the sweep values as plain-number ticks. ``seed`` seeds the
+    bootstrap (:data:`BOOTSTRAP_SEED`): the same data give the same bands and the same figure bytes.
     """
     import seaborn as sns
 
@@ -134,7 +140,7 @@ def plot_policies(ax, long_df, policies, *, x="x", y="goodput", labels=None, err
         d = long_df[long_df["policy"] == pol]
         sns.lineplot(data=d, x=x, y=y, ax=ax, errorbar=errorbar, label=labels.get(pol, pol),
                      color=style["color"], marker=style["marker"], linestyle=style["linestyle"],
-                     err_kws={"alpha": 0.15})
+                     err_kws={"alpha": 0.15}, seed=seed)
     if log_x:
         from matplotlib.ticker import NullFormatter, ScalarFormatter
 
