@@ -75,9 +75,9 @@ def cmd_scenario(args) -> int:
 
     if args.list_presets:
         print("\n".join(PRESETS.listing(24)))
-        for name, (pattern, base) in MEASURED_PRESETS.items():
-            print(f"{name:24s} [measured] acceptance and timings measured on a real pair (data/measurements/{pattern}); "
-                  f"radio and payload of {base}")
+        for name, (pairs, base) in MEASURED_PRESETS.items():
+            print(f"{name:24s} [measured] acceptance and timings measured on real pairs (data/measurements/ "
+                  f"{', '.join(pairs)}); radio and payload of {base}")
         return 0
     if args.users is None:
         raise ValidationError("scenario needs --users K (or --list-presets)")

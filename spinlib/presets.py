@@ -23,6 +23,7 @@ import numpy as np
 
 from .channel import db_to_linear, dbm_to_w, path_loss_db
 from .scenario import Downlink, Payload, Radio, Scenario, Server, User
+from .measurements import read_measured_summary, read_summaries  # noqa: F401 (read_measured_summary: public here too)
 from .registry import Registry
 from .validation import ValidationError, check_int_range
 
@@ -130,9 +131,9 @@ _CELL_SOURCES = (
     "Noise -174 dBm/Hz + 9 dB noise figure; UE power 23 dBm (3GPP power class 3)",
 )
 
-# measured preset -> (glob of its summaries under data/measurements, base preset for radio and payload)
-MEASURED_PRESETS = {"qwen-coder-measured": ("qwen-coder/*.summary.json", "qwen-7b-l4"),
-                    "smollm2-measured": ("smollm2-*/*.summary.json", "llama2-7b-l4")}
+# measured preset -> (the pairs whose summaries it pools, base preset for radio and payload)
+MEASURED_PRESETS = {"qwen-coder-measured": (("qwen-coder",), "qwen-7b-l4"),
+                    "smollm2-measured": (("smollm2-rtn3g16", "smollm2-rtn4g16", "smollm2-rtn6"), "llama2-7b-l4")}
 PRESET_FAMILIES = ("roofline", "measured")
 PRESETS: Registry[Preset] = Registry("preset", PRESET_FAMILIES, forbidden=":,=")
 
@@ -204,19 +205,18 @@ def measured_tasks(name: str = MEASURED_PRESET, temperature: float = 1.0, measur
 
     if name not in MEASURED_PRESETS:
         raise ValidationError(f"measured preset must be one of {sorted(MEASURED_PRESETS)}, got {name!r}")
-    root = Path(measurements_dir or DATA / "measurements")
     tasks = []
-    for f in sorted(root.glob(MEASURED_PRESETS[name][0])):
-        d = read_measured_summary(f)
-        bt = d["by_temperature"].get(str(float(temperature)))
-        if bt is None:
-            continue
-        tm = d["timing"]
-        fit = tm["verify_grid"]["fit"] if "verify_grid" in tm else {"t0_s": tm["verify_t0_s"], "t1_s": tm["verify_t1_s"]}
-        tasks.append({"file": f.name, "alpha": bt["alpha"], "alpha_ci95": tuple(bt.get("alpha_ci95", (bt["alpha"],) * 2)),
-                      "draft_s_per_token": tm["draft_s_per_token"], "draft_spread": tm.get("draft_spread"),
-                      "t0_s": fit["t0_s"], "t1_s": fit["t1_s"], "reliable": bool(tm.get("reliable", False)),
-                      "kernel": d.get("kernel", {}).get("kernel", "fp32")})
+    for pair in MEASURED_PRESETS[name][0]:
+        for m in read_summaries(pair, root=measurements_dir):
+            bt = m.at(temperature)
+            if bt is None:
+                continue
+            tm, fit = m.timing, m.verify_fit
+            tasks.append({"file": m.path.name, "alpha": bt["alpha"],
+                          "alpha_ci95": tuple(bt.get("alpha_ci95", (bt["alpha"],) * 2)),
+                          "draft_s_per_token": tm["draft_s_per_token"], "draft_spread": tm.get("draft_spread"),
+                          "t0_s": fit["t0_s"], "t1_s": fit["t1_s"], "reliable": bool(tm.get("reliable", False)),
+                          "kernel": m.kernel})
     return tasks
 
 
@@ -390,38 +390,6 @@ class UnreliableTimingWarning(UserWarning):
     """A measured preset uses timings recorded as unreliable (``timing.reliable`` is false)."""
 
 
-def read_measured_summary(path) -> dict:
-    """A measurement summary (notebook 05, ``*.summary.json``) read strictly
-    (:func:`spinlib.jsonio.read_json`) and checked: ``by_temperature`` maps temperatures to objects
-    with a number ``alpha`` and a list ``prefix_profile``, and ``timing`` holds the numbers the
-    presets use. A truncated or edited summary is one :class:`ValidationError` line naming the file."""
-    from .jsonio import loads_json, read_text_checked
-
-    d = loads_json(read_text_checked(path, "measurement summary"), f"measurement summary {Path(path).name}",
-                   allow_nonfinite=True)  # undefined profile entries are NaN; alpha is checked finite below
-
-    def bad(what):
-        return ValidationError(f"measurement summary {path}: {what} (re-measure it: python -m spinlib measure)")
-
-    if not isinstance(d, dict) or not isinstance(d.get("by_temperature"), dict) or not isinstance(d.get("timing"), dict):
-        raise bad("must be an object with 'by_temperature' and 'timing' objects")
-    for T, bt in d["by_temperature"].items():
-        if not isinstance(bt, dict) or isinstance(bt.get("alpha"), bool) or not isinstance(bt.get("alpha"), (int, float)) \
-                or not 0.0 <= bt["alpha"] <= 1.0 or not isinstance(bt.get("prefix_profile"), list) \
-                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in bt["prefix_profile"]):
-            raise bad(f"by_temperature[{T!r}] must hold 'alpha' in [0, 1] and a 'prefix_profile' list of numbers")
-    tm = d["timing"]
-    keys = ["draft_s_per_token"] + (["verify_t0_s", "verify_t1_s"] if "verify_grid" not in tm else [])
-    for k in keys:
-        if isinstance(tm.get(k), bool) or not isinstance(tm.get(k), (int, float)):
-            raise bad(f"timing.{k} must be a number")
-    if "verify_grid" in tm:
-        fit = tm["verify_grid"].get("fit") if isinstance(tm["verify_grid"], dict) else None
-        if not isinstance(fit, dict) or not all(isinstance(fit.get(k), (int, float)) for k in ("t0_s", "t1_s")):
-            raise bad("timing.verify_grid.fit must hold numbers t0_s and t1_s")
-    return d
-
-
 def measured_acceptance(pair: str, task: str, temperature: float = 0.0, measurements_dir=None):
     """``(alpha, prefix_profile)`` measured for ``pair`` on ``task`` (notebook 05's summaries).
 
@@ -429,11 +397,11 @@ def measured_acceptance(pair: str, task: str, temperature: float = 0.0, measurem
     """
     from .paths import DATA
 
+    for m in read_summaries(pair, task, root=measurements_dir):
+        acc = m.acceptance(temperature)
+        if acc is not None:
+            return acc
     root = Path(measurements_dir or DATA / "measurements")
-    for f in sorted((root / pair).glob(f"{task}-*.summary.json")):
-        bt = read_measured_summary(f)["by_temperature"].get(str(float(temperature)))
-        if bt is not None:
-            return float(bt["alpha"]), tuple(float(x) for x in bt["prefix_profile"])
     raise ValidationError(f"no measurement of pair {pair!r} on task {task!r} at T = {temperature:g} under {root}")
 
 

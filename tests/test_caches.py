@@ -176,11 +176,16 @@ def test_summary_of_another_configuration_or_corrupt_is_not_trusted(tmp_path, mo
            "temperatures": [0.0, 1.0], "L_values": [1, 2, 3, 4, 5, 6, 7, 8], "engine_prompts": 2, "version": 1}
     summ = tmp_path / "smollm2-rtn6" / f"qa-{config_key(cfg, 12)}.summary.json"
     summ.parent.mkdir()
-    for content in ("[1]", "{broken", json.dumps({"config": {**cfg, "seed": 1}})):
+    real = json.loads(next((ROOT / "data" / "measurements" / "smollm2-rtn6").glob("qa-*.summary.json")).read_text())
+    no_timing = {k: v for k, v in real.items() if k != "timing"}
+    # corrupt, another configuration, or this configuration without the fields every reader checks
+    # (spinlib.measurements.read_measured_summary, the one check): recomputed
+    for content in ("[1]", "{broken", json.dumps({**real, "config": {**cfg, "seed": 1}}),
+                    json.dumps({"config": cfg, "ok": True}), json.dumps({**no_timing, "config": cfg})):
         summ.write_text(content)
         with pytest.warns(UserWarning, match="recomputing"), pytest.raises(Stop):
             M.measure_pair("smollm2-rtn6", "qa", n_prompts=1, max_new_tokens=4, out_dir=tmp_path)
-    summ.write_text(json.dumps({"config": cfg, "ok": True}))
+    summ.write_text(json.dumps({**real, "config": cfg, "ok": True}))
     assert M.measure_pair("smollm2-rtn6", "qa", n_prompts=1, max_new_tokens=4, out_dir=tmp_path)["ok"]
 
 

@@ -2,15 +2,14 @@
 
 Timings are the medians of the pair's committed measurement summaries (``data/measurements/<pair>``:
 draft seconds per token and the verification fit ``t0 + t1 N`` on the measuring machine's CPU), each
-read and checked by :func:`spinlib.presets.read_measured_summary`; token streams are its committed
+read and checked by :func:`spinlib.measurements.read_summaries`; token streams are its committed
 traces (``data/traces/<pair>``, :func:`spinlib.online.traces.load_pair_traces`), one stream per task.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..paths import DATA
-from ..presets import read_measured_summary
+from ..measurements import read_summaries
 from ..validation import ValidationError
 from .arena import Stream
 from .traces import load_pair_traces
@@ -18,11 +17,11 @@ from .traces import load_pair_traces
 
 def pair_timing_records(pair: str) -> list[dict]:
     """The ``timing`` object of each of the pair's committed measurement summaries (one per task),
-    read and checked by :func:`spinlib.presets.read_measured_summary` (a bad file is one line)."""
-    files = sorted((DATA / "measurements" / pair).glob("*.summary.json"))
-    if not files:
+    read and checked by :func:`spinlib.measurements.read_summaries` (a bad file is one line)."""
+    found = read_summaries(pair)
+    if not found:
         raise ValidationError(f"no committed measurements of pair {pair!r} under data/measurements")
-    return [read_measured_summary(f)["timing"] for f in files]
+    return [m.timing for m in found]
 
 
 def pair_timings(pair: str) -> dict:

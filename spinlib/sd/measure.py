@@ -283,16 +283,14 @@ def read_records(path) -> dict:
 
 
 def read_summary(path):
-    """A summary JSON, or None when it is unreadable or not a JSON object (the caller recomputes it)."""
-
-    from ..jsonio import loads_json
+    """A summary that :func:`spinlib.measurements.read_measured_summary` accepts (the one check every
+    reader of a summary applies), or None when it does not (the caller recomputes it)."""
+    from ..measurements import read_measured_summary
 
     try:
-        d = loads_json(path.read_text(encoding="utf-8"), str(path), allow_nonfinite=True)  # our own record (an
-        # undefined statistic, e.g. a prefix profile past the tokens measured, is NaN)
-    except (OSError, ValueError, ValidationError):
+        return read_measured_summary(path)
+    except ValidationError:
         return None
-    return d if isinstance(d, dict) else None
 
 
 def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: int, seed: int = 0,
