@@ -234,22 +234,6 @@ class PlanOnAverage(MultiUserController):
         return Plan(self.env.average_plan.L, self.env.average_plan.b)
 
 
-@register_multiuser_controller("server-only", "paper 1's server-only policy: no drafting (L = 0)", family="multi-user")
-class ServerOnly(MultiUserController):
-    def __init__(self, env: MultiUserEnv):
-        super().__init__(env)
-        from ..control import solve
-
-        a = solve(env.scenario, "server-only")
-        self.L, self.b = a.L, a.b
-
-    def choose(self, ctx):
-        return Plan(self.L, self.b)
-
-
-@register_multiuser_controller("static-policy", "a registered static policy (spinlib.control.solve: paper 1's "
-                               "solvers, the baselines, a plugin's) solved once on the average channel and kept every "
-                               "round", family="multi-user")
 class StaticPolicy(MultiUserController):
     """Any static policy of :func:`spinlib.control.solve` as a decider: its allocation ``(L, b)`` on the
     average channel, played every round. ``plan-on-average`` is ``static-policy`` of
@@ -285,6 +269,23 @@ class StaticPolicy(MultiUserController):
 
     def info(self):
         return {"policy": self.policy}
+
+
+@register_multiuser_controller("server-only", "paper 1's server-only policy: no drafting (L = 0)", family="multi-user")
+class ServerOnly(StaticPolicy):
+    """``static-policy`` of ``server-only`` under its own name (kept: specs and cached keys name it)."""
+
+    def __init__(self, env: MultiUserEnv):
+        super().__init__(env, "server-only")
+
+    def info(self):
+        return MultiUserController.info(self)
+
+
+# (registered after server-only: the registry lists the controllers in this order)
+register_multiuser_controller("static-policy", "a registered static policy (spinlib.control.solve: paper 1's "
+                               "solvers, the baselines, a plugin's) solved once on the average channel and kept every "
+                               "round", family="multi-user")(StaticPolicy)
 
 
 @register_multiuser_controller("replan-ratio", "heterogeneous-sync re-solved every round on the current channel "
