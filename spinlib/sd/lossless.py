@@ -77,12 +77,22 @@ def rounding_noise(target, prompt_ids: list[int], new_ids: list[int], ref_logits
 def greedy_check(target, draft, prompt_ids: list[int], *, draft_length: int, max_new_tokens: int,
                  stop_ids=()) -> GreedyCheck:
     """Compare the engine's greedy output with plain greedy decoding of ``target`` (same kernel)."""
+    return greedy_checks(target, draft, prompt_ids, draft_lengths=(draft_length,), max_new_tokens=max_new_tokens,
+                         stop_ids=stop_ids)[0][1]
+
+
+def greedy_checks(target, draft, prompt_ids: list[int], *, draft_lengths, max_new_tokens: int,
+                  stop_ids=()) -> list[tuple[list[int], GreedyCheck]]:
+    """:func:`greedy_check` at each of ``draft_lengths``, the target's greedy reference decoded once:
+    ``(the engine's output ids, its GreedyCheck)`` per length, in order."""
     ref, ref_logits = target_generate(target, prompt_ids, max_new_tokens=max_new_tokens, stop_ids=stop_ids,
                                       return_logits=True)
-    out, _ = speculative_generate(target, draft, prompt_ids, max_new_tokens=max_new_tokens,
-                                  draft_length=draft_length, stop_ids=stop_ids)
-    tau = rounding_noise(target, prompt_ids, ref, ref_logits, draft_length + 1)
-    return compare_greedy(ref, ref_logits, out, tau)
+    checks = []
+    for L in draft_lengths:
+        out, _ = speculative_generate(target, draft, prompt_ids, max_new_tokens=max_new_tokens,
+                                      draft_length=L, stop_ids=stop_ids)
+        checks.append((out, compare_greedy(ref, ref_logits, out, rounding_noise(target, prompt_ids, ref, ref_logits, L + 1))))
+    return checks
 
 
 def compare_greedy(ref: list[int], ref_logits: torch.Tensor, out: list[int], tau: float) -> GreedyCheck:
@@ -139,4 +149,4 @@ def chi_square_vs(counts: np.ndarray, law: np.ndarray, min_expected: float = 5.0
 
 
 __all__ = ["GreedyCheck", "chi_square_vs", "compare_greedy", "first_position_laws", "first_token_counts", "greedy_check",
-           "rounding_noise"]
+           "greedy_checks", "rounding_noise"]

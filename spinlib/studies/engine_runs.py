@@ -19,7 +19,6 @@ torch and the models are imported inside the functions.
 """
 from __future__ import annotations
 
-from ..validation import ValidationError
 
 #: the key of these studies in the results cache (:func:`spinlib.cache.cache_name`): their own module, where
 #: they were first cached
@@ -39,13 +38,10 @@ def _setup(pair: str, kernel: str, n_prompts: int):
     """The pair's models on this machine's kernel (refused otherwise), the payload, and the notebook's
     prompts with their ids (:func:`spinlib.sd.prompts.encode_for_pair`, as every measurement takes them)."""
     from ..scenario import Payload
-    from ..sd.models import PACKAGED, get_pair, load_pair, pair_kernel
+    from ..sd.models import PACKAGED, check_kernel, get_pair, load_pair
     from ..sd.prompts import encode_for_pair
 
-    active = pair_kernel(pair).kernel
-    if kernel != active:
-        raise ValidationError(f"kernel must be this machine's kernel for {pair!r} ({active!r}), got {kernel!r}")
-    target, draft, tok = load_pair(pair)
+    target, draft, tok = load_pair(pair, check_kernel(pair, kernel))
     spec = get_pair(pair)
     payload = Payload(PACKAGED[spec.target].vocab_size, "full", 16)
     prompts = [(p, encode_for_pair(spec, tok, p["prompt"])) for p in notebook_prompts(n_prompts)]
@@ -64,17 +60,13 @@ def greedy_lossless_runs(pair: str, n_prompts: int, max_new_tokens: int, *, kern
         logit margin there), ``noise tau`` (the kernel's rounding noise on the sequence) and
         ``explained`` (identical, or ``m <= 2 tau``), as :class:`spinlib.sd.lossless.GreedyCheck`.
     """
-    from ..sd.engine import speculative_generate, target_generate
-    from ..sd.lossless import compare_greedy, rounding_noise
+    from ..sd.lossless import greedy_checks
 
     target, draft, tok, _, prompts = _setup(pair, kernel, n_prompts)
-    stop = (tok.eos_token_id,)
     rows = []
     for p, ids in prompts:
-        ref, ref_logits = target_generate(target, ids, max_new_tokens=max_new_tokens, stop_ids=stop, return_logits=True)
-        for L in Ls:
-            out, _ = speculative_generate(target, draft, ids, max_new_tokens=max_new_tokens, draft_length=L, stop_ids=stop)
-            chk = compare_greedy(ref, ref_logits, out, rounding_noise(target, ids, ref, ref_logits, L + 1))
+        for L, (out, chk) in zip(Ls, greedy_checks(target, draft, ids, draft_lengths=Ls, max_new_tokens=max_new_tokens,
+                                                   stop_ids=(tok.eos_token_id,))):
             rows.append({"task": p["task"], "L": L, "tokens": len(out), "identical to target greedy": chk.identical,
                          "first difference": chk.first_divergence, "margin m": chk.margin, "noise tau": chk.tau,
                          "explained": chk.explained})

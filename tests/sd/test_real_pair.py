@@ -200,6 +200,21 @@ def test_greedy_is_lossless_on_the_kernel_used(qwen):
     assert 0 <= c.tau < 5.0  # the kernel's rounding noise is small on the logit scale
 
 
+@pytest.mark.real_models
+def test_greedy_checks_decode_the_reference_once_and_agree_with_greedy_check(qwen, monkeypatch):
+    import spinlib.sd.lossless as LS
+
+    target, draft, tok, ids = qwen
+    stop = (tok.eos_token_id,)
+    one = LS.greedy_check(target, draft, ids, draft_length=4, max_new_tokens=16, stop_ids=stop)
+    calls = []
+    real = LS.target_generate
+    monkeypatch.setattr(LS, "target_generate", lambda *a, **k: calls.append(1) or real(*a, **k))
+    many = LS.greedy_checks(target, draft, ids, draft_lengths=(1, 4), max_new_tokens=16, stop_ids=stop)
+    assert len(calls) == 1 and len(many) == 2
+    assert many[1][1] == one and all(c.explained and 0 < len(out) <= 16 for out, c in many)
+
+
 @pytest.mark.slow
 @pytest.mark.real_models
 def test_first_token_law_by_chi_square_on_real_distributions(qwen):
