@@ -8,6 +8,7 @@ computed for and against its own content (an edited entry is recomputed, never r
 """
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import os
@@ -179,7 +180,28 @@ def cached_call(fn: Callable, *args, version: int | str = 0, recompute: bool = F
     config = json.loads(json.dumps({"fn": cache_name(fn), "version": version,
                                     "arguments": arguments, "depends_on": depends_on or {}},
                                    sort_keys=True, default=_key_default))
-    return cached(fn.__name__, config, lambda: fn(*args, **kwargs), recompute=recompute, cache_dir=cache_dir)
+
+    def compute():
+        token = _STUDY.set({"fn": config["fn"], "arguments": config["arguments"]})
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _STUDY.reset(token)
+
+    return cached(fn.__name__, config, compute, recompute=recompute, cache_dir=cache_dir)
+
+
+_STUDY: contextvars.ContextVar = contextvars.ContextVar("spinlib_cached_study", default=None)
+
+
+def current_study() -> dict | None:
+    """The study :func:`cached_call` is computing in this context: ``{"fn": its cache name, "arguments": its
+    keyed arguments}``; ``None`` outside one (and in a joblib worker process, which does not inherit it).
+
+    What a result depends on beyond its arguments must be in its key; code that knows such a dependency
+    checks it here (:func:`spinlib.sd.models.load_pair`: the torch kernel a pair runs on, chosen per
+    machine, must be the study's ``kernel`` argument)."""
+    return _STUDY.get()
 
 
 #: wall-clock fields, recognised by name: times of a solve or a run, speeds, speed-ups (measurements

@@ -111,8 +111,10 @@ def replay_decider(decider, trace: PromptTrace, env: Env, *, delay_s: float, upl
 
 
 def real_vs_replay(pair: str, rules, *, tasks, n_prompts: int, max_new_tokens: int, L_max: int,
-                   delay_s: float, uplink_bps: float, energy_budget_j: float, seed: int = 0) -> list[dict]:
-    """One record per (rule, prompt): real rounds, replayed rounds, losslessness, times (module docstring).
+                   delay_s: float, uplink_bps: float, energy_budget_j: float, seed: int = 0,
+                   kernel: str) -> list[dict]:
+    """One record per (rule, prompt): real rounds, replayed rounds, losslessness, times (module docstring),
+    on ``kernel``, which must be this machine's for the pair (:func:`spinlib.sd.models.check_kernel`).
 
     ``rules`` are controller specs (``"name"`` or ``"name:key=value"``); each (rule, prompt) gets a
     fresh controller whose generator is spawned from ``seed``. The timings of the controllers'
@@ -121,11 +123,11 @@ def real_vs_replay(pair: str, rules, *, tasks, n_prompts: int, max_new_tokens: i
     import torch
 
     from ..sd.engine import speculative_generate
-    from ..sd.models import PACKAGED, get_pair, load_pair
+    from ..sd.models import PACKAGED, check_kernel, get_pair, load_pair
     from ..sd.prompts import encode, encode_for_pair, load_prompts
 
     traces = load_pair_traces(pair, tasks=list(tasks))
-    target, draft, tok = load_pair(pair)
+    target, draft, tok = load_pair(pair, check_kernel(pair, kernel))
     spec = PACKAGED[get_pair(pair).target]
     stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
     seeds = np.random.SeedSequence(seed).spawn(len(rules))

@@ -495,8 +495,10 @@ def retime_summary(path, *, threads: int | None = None, allow_busy: bool = False
 
 
 def engine_round_traces(pair_name: str, task: str, n_prompts: int, max_new_tokens: int, draft_length: int,
-                        payloads: dict, seed: int = 0, temperature: float = 1.0) -> list[dict]:
-    """Per-round records of the real engine in both modes (notebook 06's bits-vs-model check).
+                        payloads: dict, seed: int = 0, temperature: float = 1.0, *, kernel: str) -> list[dict]:
+    """Per-round records of the real engine in both modes (notebook 06's bits-vs-model check), on
+    ``kernel``, which must be this machine's for the pair (:func:`spinlib.sd.models.check_kernel`; part of
+    the cache key).
 
     For each of the first ``n_prompts`` prompts of ``task`` (chat template), each payload in
     ``payloads`` (name -> :class:`~spinlib.scenario.Payload`) and each mode ("UL", "DL"): one
@@ -506,10 +508,10 @@ def engine_round_traces(pair_name: str, task: str, n_prompts: int, max_new_token
     import torch
 
     from .engine import speculative_generate
-    from .models import get_pair, load_pair
+    from .models import check_kernel, get_pair, load_pair
     from .prompts import encode_for_pair, load_spec_bench
 
-    target, draft, tok = load_pair(pair_name)
+    target, draft, tok = load_pair(pair_name, check_kernel(pair_name, kernel))
     rows = []
     for i, p in enumerate(load_spec_bench(task, n_prompts)):
         ids = encode_for_pair(get_pair(pair_name), tok, p["prompt"])

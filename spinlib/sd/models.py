@@ -414,6 +414,34 @@ def model_shape(model: str) -> tuple[int, int]:
 _CHOICES: dict = {}
 
 
+def check_kernel(pair: str, kernel) -> str:
+    """``kernel`` when it is the one this machine runs ``pair`` on (:func:`pair_kernel`); one line otherwise.
+
+    A cached study that runs a pair takes the kernel's name as an argument (so it is part of the
+    study's key) and checks it here before loading anything: a result computed on one kernel is
+    never served for another (:func:`load_pair` enforces it for every cached study)."""
+    active = pair_kernel(pair).kernel
+    if kernel != active:
+        raise ValidationError(f"kernel must be this machine's kernel for {pair!r} ({active!r}), got {kernel!r}")
+    return kernel
+
+
+def _check_study_kernel(pair, kernel: str) -> None:
+    """Inside a cached study (:func:`spinlib.cache.current_study`), a pair whose kernel is chosen per
+    machine (``kernel="auto"``) loads only on the kernel the study's key names (its ``kernel`` argument):
+    the class of fault where a study cached on one machine's kernel is served on another's."""
+    from ..cache import current_study
+
+    study = current_study()
+    if study is None or pair.kernel != "auto":
+        return
+    named = study["arguments"].get("kernel")
+    if named != kernel:
+        raise ValidationError(f"cached study {study['fn']} runs pair {pair.name!r} on this machine's kernel {kernel!r} "
+                              f"but its key names kernel {named!r}: such a study takes kernel= "
+                              f"(spinlib.sd.models.pair_kernel(pair).kernel) and checks it (check_kernel)")
+
+
 def pair_kernel(name: str):
     """The :class:`~spinlib.sd.kernels.KernelChoice` of a pair on this machine (measured once per
     process for ``kernel="auto"``, else fixed); every measurement records its ``to_dict()``."""
@@ -496,6 +524,7 @@ def load_pair(name: str, kernel: str | None = None):
 
     pair = get_pair(name)
     kernel = kernel or pair_kernel(name).kernel
+    _check_study_kernel(pair, kernel)
     target, tok = load_target(pair.target, kernel)
     if pair.draft_model is not None:
         draft, dtok = load_target(pair.draft_model, kernel)

@@ -12,7 +12,13 @@ below and nothing below imports it (``tests/test_architecture.py`` checks the la
 * :mod:`.balance` -- notebook 09: BALANCE's sweeps, ratio campaign and solve-time ladder;
 * :mod:`.replay` -- notebook 07: replayed real rounds against the analysis;
 * :mod:`.engine_runs` -- notebook 04: the real pair's lossless (temperature 0) and UL/DL (temperature 1)
-  runs, keyed by the machine's torch kernel.
+  runs.
+
+A study that runs a model pair (here, :func:`spinlib.sd.measure.engine_round_traces` and
+:func:`spinlib.online.real_rounds.real_vs_replay`) takes the torch kernel it runs on as its ``kernel``
+argument, part of its key, and checks it (:func:`spinlib.sd.models.check_kernel`); inside
+:func:`spinlib.cache.cached_call`, :func:`spinlib.sd.models.load_pair` refuses a pair whose kernel is
+chosen per machine when the study's key does not name that kernel.
 
 The sweep pipeline (specs, scenario factories, long records) is :mod:`spinlib.experiments`. Each module here names its ``CACHE_NAMESPACE``, the module its studies
 were first cached under, so that moving a study does not invalidate its cached results.

@@ -27,18 +27,20 @@ CACHE_NAMESPACE = "spinlib.emulator.replay"
 PREDICTIONS = ("task average, i.i.d.", "this prompt, i.i.d.", "this prompt, profile")
 
 
-def prompt_betas(pair: str, num_users: int, max_new_tokens: int, temperature: float = 0.0) -> list[np.ndarray]:
-    """Teacher-forced ``beta_t`` on each user's real prompt (:func:`real_prompts`), ``[n_k]`` each.
+def prompt_betas(pair: str, num_users: int, max_new_tokens: int, temperature: float = 0.0, *,
+                 kernel: str) -> list[np.ndarray]:
+    """Teacher-forced ``beta_t`` on each user's real prompt (:func:`real_prompts`), ``[n_k]`` each, on
+    ``kernel``, which must be this machine's for the pair (:func:`spinlib.sd.models.check_kernel`).
 
     ``beta_t`` is the probability that a draft token at position t is accepted
     (:func:`spinlib.sd.measure.teacher_forced_beta`); at temperature 0 the target's greedy
     trajectory is the one the real rounds produce, so ``beta`` covers exactly their tokens.
     """
     from ..sd.measure import teacher_forced_beta
-    from ..sd.models import get_pair, load_pair
+    from ..sd.models import check_kernel, get_pair, load_pair
     from ..sd.prompts import encode_for_pair
 
-    target, draft, tok = load_pair(pair)
+    target, draft, tok = load_pair(pair, check_kernel(pair, kernel))
     out = []
     for text in real_prompts(num_users):
         ids = encode_for_pair(get_pair(pair), tok, text)
@@ -96,8 +98,9 @@ def acceptance_scenarios(base: Scenario, pair: str, betas, L_max: int, n_tokens=
 
 
 def real_rounds_vs_models(base: Scenario, allocations: dict[str, Allocation], pair: str, betas, *, rounds: int,
-                          L_max: int, seed: int = 0, temperature: float = 0.0) -> list[dict]:
-    """Each allocation played with real models, against three analytical predictions.
+                          L_max: int, seed: int = 0, temperature: float = 0.0, kernel: str) -> list[dict]:
+    """Each allocation played with real models (on ``kernel``, which must be this machine's for the pair:
+    :func:`spinlib.sd.models.check_kernel`), against three analytical predictions.
 
     For every allocation: the testbed's goodput [token/s] with real rounds (``rounds`` rounds,
     ``pair``, ``temperature``; timings and radio from ``base``) and :func:`spinlib.rounds.evaluate`
@@ -114,6 +117,9 @@ def real_rounds_vs_models(base: Scenario, allocations: dict[str, Allocation], pa
         and for each prediction ``name`` in :data:`PREDICTIONS`: ``name`` (goodput) and
         ``"tokens/round: name"`` (expected tokens per round, ``[K]``).
     """
+    from ..sd.models import check_kernel
+
+    check_kernel(pair, kernel)
     full = acceptance_scenarios(base, pair, betas, L_max, temperature=temperature)
     rows = []
     for name, a in allocations.items():
