@@ -1,12 +1,16 @@
-"""Confidence intervals of the testbed's goodput: delta-method intervals of ratio estimators.
+"""Goodput and its confidence interval: the one definition every simulator of rounds uses.
 
-Goodput is a ratio, tokens over time. With i.i.d. pairs ``(N_r, T_r)`` over rounds the
+Goodput is a ratio, tokens over time: ``G = sum_r N_r / sum_r T_r`` [token/s] over the rounds played
+(synchronous: all users' tokens over the rounds' durations), or ``G = sum_k G_k`` with each user's
+tokens over its own elapsed time (asynchronous rounds). The Monte Carlo check of the closed form
+(:func:`spinlib.rounds.simulate_rounds`) and the testbed's clocks (:mod:`spinlib.emulator.clock`)
+both estimate it here. With i.i.d. pairs ``(N_r, T_r)`` over rounds the
 estimator ``G = sum N_r / sum T_r`` is asymptotically normal with standard error
 
     se(G) = std(N_r - G T_r) / (sqrt(n) mean(T_r))
 
-(delta method). The interval is exact in the static i.i.d. case and approximate under Markov
-fading, whose rounds are correlated.
+(delta method). With deterministic round times (a static channel) it is the normal interval of the
+mean of ``N_r / T``; under Markov fading, whose rounds are correlated, it is approximate.
 """
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ import math
 import numpy as np
 
 
-def ratio_interval(num: np.ndarray, den: np.ndarray, confidence: float) -> tuple[float, float, float]:
+def goodput_interval(num: np.ndarray, den: np.ndarray, confidence: float) -> tuple[float, float, float]:
     """``G = sum num / sum den`` and its delta-method interval over i.i.d. pairs.
 
     Parameters
@@ -39,7 +43,7 @@ def ratio_interval(num: np.ndarray, den: np.ndarray, confidence: float) -> tuple
     return float(G), float(G - half), float(G + half)
 
 
-def ratio_sum_interval(num: np.ndarray, den: np.ndarray, total_num: np.ndarray, total_den: np.ndarray,
+def goodput_sum_interval(num: np.ndarray, den: np.ndarray, total_num: np.ndarray, total_den: np.ndarray,
                        confidence: float) -> tuple[float, float, float]:
     """``G = sum_k G_k``, ``G_k = total_num_k / total_den_k``, with a delta-method interval.
 
@@ -74,4 +78,4 @@ def ratio_sum_interval(num: np.ndarray, den: np.ndarray, total_num: np.ndarray, 
     return G, G - half, G + half
 
 
-__all__ = ["ratio_interval", "ratio_sum_interval"]
+__all__ = ["goodput_interval", "goodput_sum_interval"]
