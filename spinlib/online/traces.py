@@ -155,26 +155,12 @@ def read_traces(path) -> dict[int, dict]:
     record is refused with one line naming the file, the line and the field. An empty file or a
     file without records is refused too (an empty trace cannot be replayed).
     """
-    from ..jsonio import read_text_checked
+    from ..jsonio import read_jsonl_records
 
     path = Path(path)
     if not path.is_file():
         raise ValidationError(f"trace file {str(path)!r} does not exist")
-    lines = read_text_checked(path, "trace").splitlines()
-    done = {}
-    for i, line in enumerate(lines, 1):
-        try:
-            json.loads(line)
-        except ValueError:  # a torn line: dropped when it is the last one (an interrupted recording)
-            if i == len(lines):
-                break
-            raise _error(path, i, "<line>", "valid JSON") from None
-        r = loads_json(line, f"{path}:{i}")  # duplicate keys, non-finite numbers, depth: refused
-        qid = check_trace_record(r, path, i)
-        if qid in done:
-            raise _error(path, i, "question_id", f"a prompt not recorded before (id {qid} repeats)")
-        done[qid] = r
-    return done
+    return read_jsonl_records(path, "trace", check_trace_record, _error, "a prompt not recorded before (id {key} repeats)")
 
 
 def _strict_json(text: str, path) -> Any:

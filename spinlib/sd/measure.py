@@ -261,25 +261,9 @@ def read_records(path) -> dict:
     earlier line, is refused with one line naming the file, the line and the field (a repeated line
     would otherwise be pooled twice, or the last one would silently win).
     """
-    import json
+    from ..jsonio import read_jsonl_records
 
-    from ..jsonio import loads_json, read_text_checked
-
-    lines = read_text_checked(path, "measurement").splitlines()  # unreadable, a link's target gone, not UTF-8: one line
-    done = {}
-    for i, line in enumerate(lines, 1):
-        try:
-            json.loads(line)
-        except ValueError:  # JSONDecodeError, or a number beyond the integer-string limit
-            if i == len(lines):
-                break  # torn last line
-            raise _record_error(path, i, "<line>", "valid JSON") from None
-        r = loads_json(line, f"{path}:{i}")
-        key = check_record(r, path, i)
-        if key in done:
-            raise _record_error(path, i, "question_id", f"a record not written before ({key} repeats)")
-        done[key] = r
-    return done
+    return read_jsonl_records(path, "measurement", check_record, _record_error, "a record not written before ({key} repeats)")
 
 
 def read_summary(path):
