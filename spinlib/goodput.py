@@ -15,8 +15,32 @@ mean of ``N_r / T``; under Markov fading, whose rounds are correlated, it is app
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class GoodputEstimate:
+    """A goodput measured over played rounds and its confidence interval: the part every result of a
+    round simulator shares (:class:`spinlib.rounds.SimulationResult`, the testbed's
+    :class:`~spinlib.emulator.clock.ClockResult` and :class:`~spinlib.emulator.testbed.EmulationResult`,
+    the multi-user player's :class:`~spinlib.online.replan.ReplanResult`), computed by
+    :func:`goodput_interval` or :func:`goodput_sum_interval`.
+
+    goodput_tokens_per_s : float
+        Tokens over time [token/s] (module docstring).
+    ci_low, ci_high : float
+        Its interval [token/s] (``ci_low <= goodput_tokens_per_s <= ci_high``).
+    """
+
+    goodput_tokens_per_s: float
+    ci_low: float
+    ci_high: float
+
+    def covers(self, value: float) -> bool:
+        """Whether ``value`` [token/s] lies in the interval (e.g. the analysis' prediction)."""
+        return bool(self.ci_low <= value <= self.ci_high)
 
 
 def goodput_interval(num: np.ndarray, den: np.ndarray, confidence: float) -> tuple[float, float, float]:
@@ -78,4 +102,4 @@ def goodput_sum_interval(num: np.ndarray, den: np.ndarray, total_num: np.ndarray
     return G, G - half, G + half
 
 
-__all__ = ["goodput_interval", "goodput_sum_interval"]
+__all__ = ["GoodputEstimate", "goodput_interval", "goodput_sum_interval"]

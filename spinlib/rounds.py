@@ -34,7 +34,7 @@ import numpy as np
 from .acceptance import prefix_table, sample_accepted, tokens_table
 from .cache import json_default
 from .channel import RateModel
-from .goodput import goodput_interval, goodput_sum_interval
+from .goodput import GoodputEstimate, goodput_interval, goodput_sum_interval
 from .jsonio import read_json
 from .scenario import Scenario
 from .validation import ValidationError, check_int_range, check_keys
@@ -368,13 +368,10 @@ def evaluate(scenario: Scenario, alloc: Allocation, round_model: str | None = No
 
 
 @dataclass(frozen=True)
-class SimulationResult:
-    """Monte Carlo estimate of the goodput with its confidence interval (:mod:`spinlib.goodput`, the
-    definition the testbed uses too)."""
+class SimulationResult(GoodputEstimate):
+    """Monte Carlo estimate of the goodput with its confidence interval (:class:`spinlib.goodput.GoodputEstimate`,
+    the definition the testbed uses too), the rounds and each round's tokens."""
 
-    goodput_tokens_per_s: float
-    ci_low: float
-    ci_high: float
     n_rounds: int
     tokens_per_round: np.ndarray  # [n_rounds, K]
 

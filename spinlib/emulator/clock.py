@@ -26,12 +26,12 @@ import numpy as np
 from ..rounds import Allocation, fixed_round_overhead
 from ..scenario import Scenario
 from .links import transfer_times
-from ..goodput import goodput_interval, goodput_sum_interval
+from ..goodput import GoodputEstimate, goodput_interval, goodput_sum_interval
 from .traces import Trace
 
 
 @dataclass(frozen=True)
-class ClockResult:
+class ClockResult(GoodputEstimate):
     """What a clock measured (``K`` users, ``R`` rounds).
 
     Parameters
@@ -56,9 +56,6 @@ class ClockResult:
         ``{"user", "phase", "start", "end"}`` [s] of the first rounds (sync) or batches (async).
     """
 
-    goodput_tokens_per_s: float
-    ci_low: float
-    ci_high: float
     user_goodput: np.ndarray
     tokens_per_round: np.ndarray
     tokens_per_round_sd: np.ndarray

@@ -24,6 +24,7 @@ from ..emulator.clock import sync_clock
 from ..emulator.fading import Fading
 from ..emulator.testbed import MAX_ROUND_USER_CELLS
 from ..emulator.traces import Trace, trace_bits
+from ..goodput import GoodputEstimate
 from ..control.bandwidth import min_makespan_bandwidth
 from ..decision import BandContext, BandOutcome, check_decider, check_plan, reads_confidence
 from ..rounds import Allocation, fixed_round_overhead, sync_round_time, uplink_time
@@ -90,7 +91,7 @@ class ReplanConfig:
 
 
 @dataclass(frozen=True)
-class ReplanResult:
+class ReplanResult(GoodputEstimate):
     """What one controller realised (``R`` rounds, ``K`` users).
 
     Parameters
@@ -124,9 +125,6 @@ class ReplanResult:
     """
 
     controller: str
-    goodput_tokens_per_s: float
-    ci_low: float
-    ci_high: float
     tokens_per_round: float
     round_time_s: float
     expected_goodput_tokens_per_s: float
