@@ -74,6 +74,8 @@ def cached(
     cache_dir = Path(cache_dir or os.environ.get("SPINLIB_CACHE_DIR", CACHE))
     path = cache_dir / f"{name}-{config_key({'name': name, 'config': config})}.json"
     canon = json.loads(canonical_json(config))
+    if path.parent.resolve() == Path(CACHE).resolve():
+        _USED.add(path.name)
     if not recompute and path.is_file() and not path.is_symlink():
         stored = _verified_entry(path, name, canon)
         if stored is not _MISS:
@@ -90,6 +92,15 @@ def cached(
 
 
 _MISS = object()
+_USED: set = set()
+
+
+def used_entries() -> list[str]:
+    """The entries of the results cache (``results/cache``, file names) that :func:`cached` read or wrote
+    in this process, sorted. A notebook's provenance records them (:func:`spinlib.notebook.finish`), so
+    the committed cache can be checked to hold exactly the entries the committed run used
+    (``python -m spinlib.notebook prune-cache`` removes the others)."""
+    return sorted(_USED)
 
 
 def value_digest(value) -> str:

@@ -4,6 +4,7 @@ unreadable ones are recomputed, and new measurements go to an untracked folder b
 import json
 import warnings
 
+import numpy as np
 import pytest
 
 from spinlib.paths import ROOT
@@ -265,3 +266,53 @@ def test_read_entry_refuses_edited_torn_and_renamed_entries(tmp_path):
     path.write_text(good)
     renamed = path.rename(tmp_path / "study-0000000000000000.json")
     assert read_entry(renamed) is None
+
+
+def test_cached_records_the_results_cache_entries_it_uses(tmp_path, monkeypatch):
+    """used_entries: the entries of the results cache a process read or wrote (hits and misses), and
+    nothing from another cache folder; notebook.finish writes them into the provenance."""
+    import spinlib.cache as C
+
+    monkeypatch.setattr(C, "CACHE", tmp_path / "results-cache")
+    monkeypatch.setattr(C, "_USED", set())
+    monkeypatch.delenv("SPINLIB_CACHE_DIR", raising=False)
+    rng = np.random.default_rng(np.random.SeedSequence().entropy)
+    xs = sorted(set(rng.integers(0, 10**6, 6).tolist()))
+    for x in xs:
+        C.cached("f", {"x": x}, lambda: x)  # miss
+    C.cached("f", {"x": xs[0]}, lambda: xs[0])  # hit
+    C.cached("g", {"x": 1}, lambda: 1, cache_dir=tmp_path / "elsewhere")  # another folder: not listed
+    assert C.used_entries() == sorted(p.name for p in (tmp_path / "results-cache").glob("*.json"))
+    assert len(C.used_entries()) == len(xs)
+
+
+def test_the_committed_cache_holds_exactly_the_entries_the_committed_run_used():
+    """Every committed cache entry is one that a notebook's committed run read or wrote (its provenance's
+    cache_entries), and every entry a run used is committed: a fresh clone reruns every notebook from
+    the cache, and nothing stale or orphaned (an old version's entry) rides along."""
+    from spinlib.notebook import cache_entries_used
+
+    committed = {p.name for p in (ROOT / "results" / "cache").glob("*.json")}
+    used = cache_entries_used(ROOT / "results")
+    assert not committed - used, sorted(committed - used)
+    assert not used - committed, sorted(used - committed)
+
+
+def test_prune_cache_removes_exactly_the_entries_no_run_used(tmp_path):
+    from spinlib.notebook import prune_cache
+
+    rng = np.random.default_rng(np.random.SeedSequence().entropy)
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "provenance").mkdir()
+    names = [f"e{i}-{rng.integers(1 << 40):x}.json" for i in range(12)]
+    for n in names:
+        (tmp_path / "cache" / n).write_text("{}")
+    used = set(rng.choice(names, 7, replace=False).tolist())
+    stems = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    with pytest.raises(ValidationError, match=f"notebook {stems[0]} has no provenance record"):
+        prune_cache(tmp_path)
+    for i, stem in enumerate(stems):  # the used entries spread over the notebooks' records
+        (tmp_path / "provenance" / f"{stem}.json").write_text(json.dumps({"cache_entries": sorted(used)[i::len(stems)]}))
+    assert prune_cache(tmp_path) == sorted(set(names) - used)
+    assert {p.name for p in (tmp_path / "cache").glob("*.json")} == used
+    assert prune_cache(tmp_path) == []
