@@ -207,7 +207,8 @@ _STUDY: contextvars.ContextVar = contextvars.ContextVar("spinlib_cached_study", 
 
 def current_study() -> dict | None:
     """The study :func:`cached_call` is computing in this context: ``{"fn": its cache name, "arguments": its
-    keyed arguments}``; ``None`` outside one (and in a joblib worker process, which does not inherit it).
+    keyed arguments}``; ``None`` outside one, and in a worker process or a new thread, which do not inherit
+    it: a study that loads models in one is not checked (the library's studies load them in the calling thread).
 
     What a result depends on beyond its arguments must be in its key; code that knows such a dependency
     checks it here (:func:`spinlib.sd.models.load_pair`: the torch kernel a pair runs on, chosen per

@@ -31,7 +31,8 @@ class GoodputEstimate:
     goodput_tokens_per_s : float
         Tokens over time [token/s] (module docstring).
     ci_low, ci_high : float
-        Its interval [token/s] (``ci_low <= goodput_tokens_per_s <= ci_high``).
+        Its interval [token/s] (``ci_low <= goodput_tokens_per_s <= ci_high``; NaN when fewer than two
+        rounds were played, as a real run that stopped early may: then :meth:`covers` is False).
     """
 
     goodput_tokens_per_s: float

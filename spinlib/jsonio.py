@@ -104,9 +104,10 @@ def read_jsonl_records(path, what: str, check: Callable[[Any, Any, int], Any],
     produced), keyed by ``check(record, path, line_number)``, which validates a record and returns its key.
 
     A torn *last* line (an interrupted run) is dropped: the caller produces that record again. Any
-    other line that is not valid JSON, or not a valid record (:func:`loads_json`'s strict parse, then
-    ``check``), and a line that repeats the key of an earlier one, is refused with one line built by
-    ``error(path, line_number, field, allowed)``; for a repeat ``field`` is ``"question_id"`` and ``allowed``
+    other line that is not valid JSON, or not a valid record (:func:`loads_json`'s strict parse, whose
+    own one-line message names the line, then ``check``), and a line that repeats the key of an
+    earlier one, is refused with one line built by ``error(path, line_number, field, allowed)`` (a line
+    that is not JSON, a repeat); for a repeat ``field`` is ``"question_id"`` and ``allowed``
     is ``repeat`` formatted with ``key`` (a repeated line would otherwise be pooled twice, or the
     last one would silently win). The measurements (:func:`spinlib.sd.measure.read_records`) and the
     traces (:func:`spinlib.online.traces.read_traces`) are read here.

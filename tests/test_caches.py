@@ -316,3 +316,29 @@ def test_prune_cache_removes_exactly_the_entries_no_run_used(tmp_path):
     assert prune_cache(tmp_path) == sorted(set(names) - used)
     assert {p.name for p in (tmp_path / "cache").glob("*.json")} == used
     assert prune_cache(tmp_path) == []
+
+
+def test_retime_reads_a_summary_whose_timing_block_it_replaces_is_broken(tmp_path, monkeypatch):
+    """retime_summary replaces the timing block, so a summary whose timing is missing or edited is
+    retimed (it reaches the model load, stopped here by a sentinel); a file that is no summary is one line."""
+    class Stop(Exception):
+        pass
+
+    def boom(*a, **k):
+        raise Stop
+
+    monkeypatch.setattr(MD, "load_pair", boom)
+    real = json.loads(next((ROOT / "data" / "measurements" / "smollm2-rtn6").glob("qa-*.summary.json")).read_text())
+    f = tmp_path / "qa-x.summary.json"
+    for timing in (None, {"draft_s_per_token": "slow"}, []):
+        doc = {k: v for k, v in real.items() if k != "timing"}
+        if timing is not None:
+            doc["timing"] = timing
+        f.write_text(json.dumps(doc))
+        with pytest.raises(Stop):
+            M.retime_summary(f)
+    for content in ("[1]", "{torn", json.dumps({"config": real["config"]})):
+        f.write_text(content)
+        with pytest.raises(ValidationError, match="not a measurement summary") as e:
+            M.retime_summary(f)
+        assert "\n" not in str(e.value)

@@ -152,8 +152,9 @@ def read_traces(path) -> dict[int, dict]:
     """The finished records of a trace JSONL, keyed by question id.
 
     A torn *last* line (an interrupted recording) is dropped; any other line that is not a valid
-    record is refused with one line naming the file, the line and the field. An empty file or a
-    file without records is refused too (an empty trace cannot be replayed).
+    record is refused with one line naming the file, the line and the field. A file without records
+    gives an empty dict (a recording resumes from it; :func:`verified_traces` refuses a committed file
+    that lacks a prompt its provenance lists).
     """
     from ..jsonio import read_jsonl_records
 

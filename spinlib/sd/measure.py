@@ -459,9 +459,16 @@ def retime_summary(path, *, threads: int | None = None, allow_busy: bool = False
     from .models import PACKAGED, get_pair, load_pair
     from .prompts import encode, encode_for_pair, load_prompts
 
+    from ..jsonio import loads_json, read_text_checked
+
     path = Path(path)
-    summary = read_summary(path)
-    if summary is None or not isinstance(summary.get("config"), dict):
+    # read, not checked as a whole: the timing block it replaces may be the part that is broken
+    try:
+        summary = loads_json(read_text_checked(path, "measurement summary"), str(path), allow_nonfinite=True)
+    except ValidationError:
+        summary = None
+    if not isinstance(summary, dict) or not isinstance(summary.get("config"), dict) \
+            or not isinstance(summary.get("by_temperature"), dict):
         raise ValidationError(f"{path}: not a measurement summary (expected the JSON written by measure)")
     cfg = summary["config"]
     pair = get_pair(cfg.get("pair"))
