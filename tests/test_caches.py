@@ -342,3 +342,61 @@ def test_retime_reads_a_summary_whose_timing_block_it_replaces_is_broken(tmp_pat
         with pytest.raises(ValidationError, match="not a measurement summary") as e:
             M.retime_summary(f)
         assert "\n" not in str(e.value)
+
+
+def test_a_resumed_file_never_pools_two_kernels(tmp_path, monkeypatch):
+    """A measurement (or trace) JSONL resumed by a run on another torch kernel than its records' is refused
+    in one line naming the field, before any model loads; records of this kernel resume. Generated
+    kernels and positions of the foreign record; both writers (measure_pair, record_traces) pass the
+    same check to the one reader."""
+    from spinlib.online import traces as TR
+    from spinlib.sd.kernels import KernelChoice
+
+    rng = np.random.default_rng(np.random.SeedSequence().entropy)
+    names = ["fp32", "bf16", "fp32-prepacked"]
+    for _ in range(5):
+        here, other = rng.choice(names, 2, replace=False).tolist()
+        p = tmp_path / f"m-{rng.integers(1 << 30)}.jsonl"
+        recs = [dict(GOOD_BETA, question_id=q, kernel=here) for q in range(4)]
+        bad = int(rng.integers(0, 4))
+        recs[bad] = dict(recs[bad], kernel=other) if rng.random() < 0.5 else {k: v for k, v in recs[bad].items()
+                                                                              if k != "kernel"}
+        p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+        with pytest.raises(ValidationError, match=rf"{p}:{bad + 1}: field 'kernel' must be '{here}'") as e:
+            M.read_records(p, same={"kernel": here})
+        assert "\n" not in str(e.value)
+        assert len(M.read_records(p)) == 4  # reading committed data names no kernel
+    good = tmp_path / "good.jsonl"
+    good.write_text("".join(json.dumps(dict(GOOD_BETA, question_id=q, kernel="bf16")) + "\n" for q in range(3)))
+    assert len(M.read_records(good, same={"kernel": "bf16"})) == 3
+
+    class Loaded(Exception):
+        pass
+
+    def sentinel(*a, **k):
+        raise Loaded
+
+    monkeypatch.setattr(MD, "load_pair", sentinel)
+    monkeypatch.setitem(MD._CHOICES, "smollm2-rtn6", KernelChoice("fp32", "fixed", {}))
+    from spinlib.cache import config_key
+
+    m_cfg = {"pair": "smollm2-rtn6", "task": "qa", "n_prompts": 1, "max_new_tokens": 4, "seed": 0,
+             "temperatures": [0.0, 1.0], "L_values": [1, 2, 3, 4, 5, 6, 7, 8], "engine_prompts": 2, "version": 1}
+    t_cfg = {"pair": "smollm2-rtn6", "task": "qa", "n_prompts": 1, "max_new_tokens": 4, "temperature": 0.0,
+             "version": TR.TRACE_VERSION}
+    from spinlib.sd.prompts import load_prompts
+
+    qid = load_prompts("qa", 1)[0]["question_id"]
+    trace_line = {"kind": "trace", "question_id": qid, "tokens": [1, 2], "accept": [1, 0], "top_prob": [0.9, 0.5],
+                  "entropy": [0.1, 0.2], "accept_prob": [0.8, 0.3]}
+    for writer, cfg, line in ((lambda d: M.measure_pair("smollm2-rtn6", "qa", n_prompts=1, max_new_tokens=4, out_dir=d),
+                               m_cfg, dict(GOOD_BETA, question_id=qid)),
+                              (lambda d: TR.record_traces("smollm2-rtn6", "qa", n_prompts=1, max_new_tokens=4, out_dir=d),
+                               t_cfg, trace_line)):
+        d = tmp_path / f"out-{rng.integers(1 << 30)}"
+        raw = d / "smollm2-rtn6" / f"qa-{config_key(cfg, 12)}.jsonl"
+        raw.parent.mkdir(parents=True)
+        for kernel, outcome in (("bf16", ValidationError), ("fp32", Loaded)):  # another kernel: refused; this one resumes
+            raw.write_text(json.dumps(dict(line, kernel=kernel)) + "\n")
+            with pytest.raises(outcome, match=r"field 'kernel' must be 'fp32'" if outcome is ValidationError else None):
+                writer(d)

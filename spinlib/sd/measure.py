@@ -226,6 +226,8 @@ def check_record(r, path="<record>", lineno: int = 0) -> tuple:
     kind = r.get("kind")
     if kind not in ("beta", "engine"):
         raise _record_error(path, lineno, "kind", "'beta' or 'engine'")
+    if "kernel" in r and not isinstance(r["kernel"], str):
+        raise _record_error(path, lineno, "kernel", "the name of a torch kernel (a string)")
     qid = r.get("question_id")
     if not isinstance(qid, int) or isinstance(qid, bool):
         raise _record_error(path, lineno, "question_id", "an integer")
@@ -253,7 +255,7 @@ def check_record(r, path="<record>", lineno: int = 0) -> tuple:
     return (kind, qid, float(T), L)
 
 
-def read_records(path) -> dict:
+def read_records(path, same: dict | None = None) -> dict:
     """The finished records of a measurement JSONL, keyed by (kind, question_id, temperature, L).
 
     A torn *last* line (an interrupted run) is dropped and measured again; any other line that is not
@@ -263,7 +265,8 @@ def read_records(path) -> dict:
     """
     from ..jsonio import read_jsonl_records
 
-    return read_jsonl_records(path, "measurement", check_record, _record_error, "a record not written before ({key} repeats)")
+    return read_jsonl_records(path, "measurement", check_record, _record_error, "a record not written before ({key} repeats)",
+                              same)
 
 
 def read_summary(path):
@@ -327,7 +330,8 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     if recompute and raw.exists():
         raw.unlink()
     raw.parent.mkdir(parents=True, exist_ok=True)
-    done = read_records(raw) if raw.exists() else {}
+    kernel = pair_kernel(pair_name).kernel  # every record names it; a resumed file must hold this kernel's only
+    done = read_records(raw, same={"kernel": kernel}) if raw.exists() else {}
     prompts = load_prompts(task, n_prompts)
     jobs = [("beta", p, T, None) for p in prompts for T in temperatures]
     jobs += [("engine", p, T, L) for p in prompts[:engine_prompts] for T in temperatures for L in L_values]
@@ -336,7 +340,7 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     if foreign:  # a line of another question, temperature or length: never pooled into this summary
         raise ValidationError(f"{raw}: holds {len(foreign)} record(s) this configuration does not measure "
                               f"(first: {foreign[0]}); delete those lines or measure with recompute")
-    target, draft, tok = load_pair(pair_name)
+    target, draft, tok = load_pair(pair_name, kernel)
     spec = PACKAGED[pair.target]
     stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
     # packaged-draft pairs: prompts up to MAX_PROMPT_TOKENS with their template intact (middle cut,
@@ -362,14 +366,14 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
                 b = teacher_forced_beta(target, draft, ids, max_new_tokens=max_new_tokens, temperature=T,
                                         generator=g, stop_ids=stop)
                 rec = {"kind": kind, "question_id": p["question_id"], "temperature": T, "L": None,
-                       "beta": [round(float(x), 6) for x in b]}
+                       "beta": [round(float(x), 6) for x in b], "kernel": kernel}
             else:
                 _, rounds = speculative_generate(target, draft, ids, max_new_tokens=max_new_tokens, draft_length=L,
                                                  temperature=T, generator=g, stop_ids=stop,
                                                  payload=Payload(spec.vocab_size, "full"))
                 rec = {"kind": kind, "question_id": p["question_id"], "temperature": T, "L": L,
                        "tokens_per_round": mean_tokens_per_round(rounds),
-                       "rounds": [[r.drafted, r.accepted, r.bits_up, r.bits_down] for r in rounds]}
+                       "rounds": [[r.drafted, r.accepted, r.bits_up, r.bits_down] for r in rounds], "kernel": kernel}
             f.write(json.dumps(rec) + "\n")
             f.flush()
             done[k] = rec
