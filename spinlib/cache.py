@@ -74,6 +74,8 @@ def cached(
     cache_dir = Path(cache_dir or os.environ.get("SPINLIB_CACHE_DIR", CACHE))
     path = cache_dir / f"{name}-{config_key({'name': name, 'config': config})}.json"
     canon = json.loads(canonical_json(config))
+    if path.parent.resolve() == Path(CACHE).resolve():
+        _USED.add(path.name)
     if not recompute and path.is_file() and not path.is_symlink():
         stored = _verified_entry(path, name, canon)
         if stored is not _MISS:
@@ -90,6 +92,15 @@ def cached(
 
 
 _MISS = object()
+_USED: set = set()
+
+
+def used_entries() -> list[str]:
+    """The entries of the results cache (``results/cache``, file names) that :func:`cached` read or wrote
+    in this process, sorted. A notebook's provenance records them (:func:`spinlib.notebook.finish`), so
+    the committed cache can be checked to hold exactly the entries the committed run used
+    (``python -m spinlib.notebook prune-cache`` removes the others)."""
+    return sorted(_USED)
 
 
 def value_digest(value) -> str:
@@ -196,7 +207,8 @@ _STUDY: contextvars.ContextVar = contextvars.ContextVar("spinlib_cached_study", 
 
 def current_study() -> dict | None:
     """The study :func:`cached_call` is computing in this context: ``{"fn": its cache name, "arguments": its
-    keyed arguments}``; ``None`` outside one (and in a joblib worker process, which does not inherit it).
+    keyed arguments}``; ``None`` outside one, and in a worker process or a new thread, which do not inherit
+    it: a study that loads models in one is not checked (the library's studies load them in the calling thread).
 
     What a result depends on beyond its arguments must be in its key; code that knows such a dependency
     checks it here (:func:`spinlib.sd.models.load_pair`: the torch kernel a pair runs on, chosen per

@@ -8,7 +8,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .validation import ValidationError
 
@@ -96,6 +96,46 @@ def read_text_checked(path: str | Path, what: str, max_bytes: int | None = None)
         raise ValidationError(f"cannot read {what} file {path}: {e.strerror}") from None
     except UnicodeDecodeError as e:
         raise ValidationError(f"{what} file {path} is not UTF-8 text (byte {e.start})") from None
+
+
+def read_jsonl_records(path, what: str, check: Callable[[Any, Any, int], Any],
+                       error: Callable[[Any, int, str, str], ValidationError], repeat: str,
+                       same: dict | None = None) -> dict:
+    """The finished records of a resumable JSONL file (one record per line, appended as it is
+    produced), keyed by ``check(record, path, line_number)``, which validates a record and returns its key.
+
+    A torn *last* line (an interrupted run) is dropped: the caller produces that record again. Any
+    other line that is not valid JSON, or not a valid record (:func:`loads_json`'s strict parse, whose
+    own one-line message names the line, then ``check``), and a line that repeats the key of an
+    earlier one, is refused with one line built by ``error(path, line_number, field, allowed)`` (a line
+    that is not JSON, a repeat); for a repeat ``field`` is ``"question_id"`` and ``allowed``
+    is ``repeat`` formatted with ``key`` (a repeated line would otherwise be pooled twice, or the
+    last one would silently win). The measurements (:func:`spinlib.sd.measure.read_records`) and the
+    traces (:func:`spinlib.online.traces.read_traces`) are read here.
+
+    ``same``: fields every record must hold with these values, checked when a run resumes the file
+    (the torch kernel the records were computed on: a resumed file never pools two kernels, which its
+    configuration key does not name); a record without them, or with others, is one line.
+    """
+    lines = read_text_checked(path, what).splitlines()  # unreadable, a link's target gone, not UTF-8: one line
+    done = {}
+    for i, line in enumerate(lines, 1):
+        try:
+            json.loads(line)
+        except ValueError:  # JSONDecodeError, or a number beyond the integer-string limit
+            if i == len(lines):
+                break  # torn last line
+            raise error(path, i, "<line>", "valid JSON") from None
+        r = loads_json(line, f"{path}:{i}")  # duplicate keys, non-finite numbers, depth: refused
+        key = check(r, path, i)
+        for field, value in (same or {}).items():
+            if r.get(field) != value:
+                raise error(path, i, field, f"{value!r}, the value of this run (it is {r.get(field)!r}): a resumed file "
+                                            f"never pools records computed otherwise")
+        if key in done:
+            raise error(path, i, "question_id", repeat.format(key=key))
+        done[key] = r
+    return done
 
 
 def read_json(source: str | Path, what: str) -> Any:

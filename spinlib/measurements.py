@@ -7,7 +7,8 @@ them: acceptance per temperature, timings, the kernel they were measured on). Ev
 summary -- the measured presets, the measured acceptance of a task, the online controllers' timings,
 the notebooks -- goes through :func:`read_summaries`, which checks each file
 (:func:`read_measured_summary`: a truncated or edited summary is one line naming the file) and returns
-:class:`MeasurementSummary` objects in file-name order.
+:class:`MeasurementSummary` objects in file-name order; the measuring code's own cache check
+(:func:`spinlib.sd.measure.read_summary`) applies the same check to the one file it names.
 """
 from __future__ import annotations
 

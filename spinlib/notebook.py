@@ -9,7 +9,9 @@
 process opens under ``data/`` (a Python audit hook). :func:`finish` replaces the notebook's claims by
 this run's (:func:`spinlib.claims.complete`) and writes ``<results>/provenance/<notebook>.json``: the commit and whether the sources had uncommitted
 changes, the parameters, and the sha256 of the notebook's source, of every ``spinlib`` module
-imported and of every data file read. :func:`stale` compares such a record with the files of
+imported and of every data file read, and the results-cache entries the run read or wrote
+(:func:`spinlib.cache.used_entries`; ``python -m spinlib.notebook prune-cache`` deletes the entries no
+record lists). :func:`stale` compares such a record with the files of
 the work tree: ``bash run_all.sh --stale`` re-runs the stale notebooks and a test fails on a
 committed executed notebook that is stale or was produced from uncommitted changes.
 """
@@ -20,9 +22,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import claims
+from . import cache, claims
 from .cache import atomic_write_text, json_default, sha256_file
 from .paths import DATA, RESULTS, ROOT
+from .validation import ValidationError
 
 _READ: set = set()
 _STATE: dict = {"name": None, "params": None, "hook": False}
@@ -73,7 +76,7 @@ def finish() -> Path:
         raise RuntimeError("spinlib.notebook.start() was not called")
     dirty = _git("status", "--porcelain", "--", "spinlib", "notebooks", "data")
     rec = {"notebook": name, "commit": _git("rev-parse", "HEAD") or None, "uncommitted_changes": bool(dirty),
-           "parameters": _STATE["params"], "inputs": inputs_of(name)}
+           "parameters": _STATE["params"], "inputs": inputs_of(name), "cache_entries": cache.used_entries()}
     claims.complete()  # the claims of this run replace the last complete run's only now, then its record
     path = RESULTS / "provenance" / f"{name}.json"
     atomic_write_text(path, json.dumps(rec, indent=1, sort_keys=True, default=json_default) + "\n")
@@ -91,11 +94,45 @@ def stale(record_path: Path) -> list[str]:
     return out
 
 
+def cache_entries_used(results: Path = RESULTS) -> set[str]:
+    """The results-cache entries the notebooks' last runs used (the ``cache_entries`` of their provenance
+    records under ``results``).
+
+    Raises ValidationError naming a notebook whose record is missing or predates the field."""
+    used = set()
+    for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        rec = Path(results) / "provenance" / f"{nb.stem}.json"
+        entries = json.loads(rec.read_text(encoding="utf-8")).get("cache_entries") if rec.is_file() else None
+        if entries is None:
+            raise ValidationError(f"notebook {nb.stem} has no provenance record listing its cache entries: run it first")
+        used.update(entries)
+    return used
+
+
+def prune_cache(results: Path = RESULTS) -> list[str]:
+    """Delete the entries of ``results/cache`` that no notebook's last run used (:func:`cache_entries_used`);
+    returns their names. The committed cache then holds exactly what the committed results were computed from."""
+    used = cache_entries_used(results)
+    gone = sorted(p.name for p in (Path(results) / "cache").glob("*.json") if p.name not in used)
+    for name in gone:
+        (Path(results) / "cache" / name).unlink()
+    return gone
+
+
 def main(argv=None) -> int:
-    """``python -m spinlib.notebook stale [NN ...]``: print the stale notebooks (one per line)."""
+    """``python -m spinlib.notebook stale``: print the stale notebooks (one per line);
+    ``python -m spinlib.notebook prune-cache``: delete the cache entries no notebook's last run used."""
     args = sys.argv[1:] if argv is None else argv
+    if args == ["prune-cache"]:
+        try:
+            gone = prune_cache()
+        except ValidationError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"removed {len(gone)} unused cache entries" + "".join(f"\n  {g}" for g in gone))
+        return 0
     if not args or args[0] != "stale":
-        print("usage: python -m spinlib.notebook stale", file=sys.stderr)
+        print("usage: python -m spinlib.notebook stale | prune-cache", file=sys.stderr)
         return 2
     for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         rec = RESULTS / "provenance" / f"{nb.stem}.json"

@@ -199,10 +199,8 @@ def measured_tasks(name: str = MEASURED_PRESET, temperature: float = 1.0, measur
     ``(alpha, alpha)`` when not recorded), ``draft_s_per_token`` [s], ``draft_spread`` (the draft step's
     ``median_s``, ``q25_s``, ``q75_s``, ``n``; ``None`` when not recorded), the verification fit
     ``t0_s``, ``t1_s`` [s] (the batched grid's fit when recorded, else the single-user one),
-    ``reliable`` and ``kernel``. Sorted by file name.
+    ``reliable`` and ``kernel``. In the preset's pair order, each pair's summaries by file name.
     """
-    from .paths import DATA
-
     if name not in MEASURED_PRESETS:
         raise ValidationError(f"measured preset must be one of {sorted(MEASURED_PRESETS)}, got {name!r}")
     tasks = []

@@ -34,6 +34,7 @@ import numpy as np
 from .acceptance import prefix_table, sample_accepted, tokens_table
 from .cache import json_default
 from .channel import RateModel
+from .goodput import GoodputEstimate, goodput_interval, goodput_sum_interval
 from .jsonio import read_json
 from .scenario import Scenario
 from .validation import ValidationError, check_int_range, check_keys
@@ -367,12 +368,10 @@ def evaluate(scenario: Scenario, alloc: Allocation, round_model: str | None = No
 
 
 @dataclass(frozen=True)
-class SimulationResult:
-    """Monte Carlo estimate of the goodput with a normal-approximation confidence interval."""
+class SimulationResult(GoodputEstimate):
+    """Monte Carlo estimate of the goodput with its confidence interval (:class:`spinlib.goodput.GoodputEstimate`,
+    the definition the testbed uses too), the rounds and each round's tokens."""
 
-    goodput_tokens_per_s: float
-    ci_low: float
-    ci_high: float
     n_rounds: int
     tokens_per_round: np.ndarray  # [n_rounds, K]
 
@@ -389,18 +388,20 @@ def simulate_rounds(
     Acceptances come from :func:`spinlib.acceptance.sample_accepted` with each user's prefix
     profile (``alpha_k^i`` for users without a measured profile): the same law as :func:`evaluate`.
 
-    Synchronous: every round lasts the deterministic ``T``; goodput = total tokens / total time.
-    Asynchronous: user k completes ``n_rounds`` rounds of length ``T_k``; goodput is the sum of
-    each user's tokens over its own elapsed time. The interval is ``mean +- z s / sqrt(n)`` over
-    per-round goodput samples (the rounds are independent).
+    Synchronous: every round lasts the deterministic ``T``; goodput = total tokens / total time
+    (:func:`spinlib.goodput.goodput_interval`). Asynchronous: user k completes ``n_rounds`` rounds of
+    length ``T_k``; goodput is the sum of each user's tokens over its own elapsed time
+    (:func:`spinlib.goodput.goodput_sum_interval`). The same estimators and delta-method intervals as
+    the testbed's clocks; with deterministic round times they are the normal intervals of a mean.
     """
-    from scipy.stats import norm
-
     check_int_range("n_rounds", n_rounds, 2)
     ev = evaluate(scenario, alloc)
     pi = prefix_table(scenario, max(int(alloc.L.max()), 1))
     N = 1 + sample_accepted(alloc.L, pi, n_rounds, rng)  # [n, K]
-    per_round = (N / ev.round_time_s).sum(axis=1)  # [n] token/s samples
-    mean = float(per_round.mean())
-    half = float(norm.ppf(0.5 + confidence / 2) * per_round.std(ddof=1) / np.sqrt(n_rounds))
-    return SimulationResult(mean, mean - half, mean + half, n_rounds, N)
+    T = np.asarray(ev.round_time_s, dtype=float)
+    if alloc.round_model == "sync":
+        G, lo, hi = goodput_interval(N.sum(axis=1).astype(float), np.full(n_rounds, float(T[0])), confidence)
+    else:
+        dur = np.broadcast_to(T, N.shape).astype(float)
+        G, lo, hi = goodput_sum_interval(N.astype(float), dur, N.sum(axis=0).astype(float), n_rounds * T, confidence)
+    return SimulationResult(G, lo, hi, n_rounds, N)

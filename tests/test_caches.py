@@ -4,6 +4,7 @@ unreadable ones are recomputed, and new measurements go to an untracked folder b
 import json
 import warnings
 
+import numpy as np
 import pytest
 
 from spinlib.paths import ROOT
@@ -265,3 +266,137 @@ def test_read_entry_refuses_edited_torn_and_renamed_entries(tmp_path):
     path.write_text(good)
     renamed = path.rename(tmp_path / "study-0000000000000000.json")
     assert read_entry(renamed) is None
+
+
+def test_cached_records_the_results_cache_entries_it_uses(tmp_path, monkeypatch):
+    """used_entries: the entries of the results cache a process read or wrote (hits and misses), and
+    nothing from another cache folder; notebook.finish writes them into the provenance."""
+    import spinlib.cache as C
+
+    monkeypatch.setattr(C, "CACHE", tmp_path / "results-cache")
+    monkeypatch.setattr(C, "_USED", set())
+    monkeypatch.delenv("SPINLIB_CACHE_DIR", raising=False)
+    rng = np.random.default_rng(np.random.SeedSequence().entropy)
+    xs = sorted(set(rng.integers(0, 10**6, 6).tolist()))
+    for x in xs:
+        C.cached("f", {"x": x}, lambda: x)  # miss
+    C.cached("f", {"x": xs[0]}, lambda: xs[0])  # hit
+    C.cached("g", {"x": 1}, lambda: 1, cache_dir=tmp_path / "elsewhere")  # another folder: not listed
+    assert C.used_entries() == sorted(p.name for p in (tmp_path / "results-cache").glob("*.json"))
+    assert len(C.used_entries()) == len(xs)
+
+
+def test_the_committed_cache_holds_exactly_the_entries_the_committed_run_used():
+    """Every committed cache entry is one that a notebook's committed run read or wrote (its provenance's
+    cache_entries), and every entry a run used is committed: a fresh clone reruns every notebook from
+    the cache, and nothing stale or orphaned (an old version's entry) rides along."""
+    from spinlib.notebook import cache_entries_used
+
+    committed = {p.name for p in (ROOT / "results" / "cache").glob("*.json")}
+    used = cache_entries_used(ROOT / "results")
+    assert not committed - used, sorted(committed - used)
+    assert not used - committed, sorted(used - committed)
+
+
+def test_prune_cache_removes_exactly_the_entries_no_run_used(tmp_path):
+    from spinlib.notebook import prune_cache
+
+    rng = np.random.default_rng(np.random.SeedSequence().entropy)
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "provenance").mkdir()
+    names = [f"e{i}-{rng.integers(1 << 40):x}.json" for i in range(12)]
+    for n in names:
+        (tmp_path / "cache" / n).write_text("{}")
+    used = set(rng.choice(names, 7, replace=False).tolist())
+    stems = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    with pytest.raises(ValidationError, match=f"notebook {stems[0]} has no provenance record"):
+        prune_cache(tmp_path)
+    for i, stem in enumerate(stems):  # the used entries spread over the notebooks' records
+        (tmp_path / "provenance" / f"{stem}.json").write_text(json.dumps({"cache_entries": sorted(used)[i::len(stems)]}))
+    assert prune_cache(tmp_path) == sorted(set(names) - used)
+    assert {p.name for p in (tmp_path / "cache").glob("*.json")} == used
+    assert prune_cache(tmp_path) == []
+
+
+def test_retime_reads_a_summary_whose_timing_block_it_replaces_is_broken(tmp_path, monkeypatch):
+    """retime_summary replaces the timing block, so a summary whose timing is missing or edited is
+    retimed (it reaches the model load, stopped here by a sentinel); a file that is no summary is one line."""
+    class Stop(Exception):
+        pass
+
+    def boom(*a, **k):
+        raise Stop
+
+    monkeypatch.setattr(MD, "load_pair", boom)
+    real = json.loads(next((ROOT / "data" / "measurements" / "smollm2-rtn6").glob("qa-*.summary.json")).read_text())
+    f = tmp_path / "qa-x.summary.json"
+    for timing in (None, {"draft_s_per_token": "slow"}, []):
+        doc = {k: v for k, v in real.items() if k != "timing"}
+        if timing is not None:
+            doc["timing"] = timing
+        f.write_text(json.dumps(doc))
+        with pytest.raises(Stop):
+            M.retime_summary(f)
+    for content in ("[1]", "{torn", json.dumps({"config": real["config"]})):
+        f.write_text(content)
+        with pytest.raises(ValidationError, match="not a measurement summary") as e:
+            M.retime_summary(f)
+        assert "\n" not in str(e.value)
+
+
+def test_a_resumed_file_never_pools_two_kernels(tmp_path, monkeypatch):
+    """A measurement (or trace) JSONL resumed by a run on another torch kernel than its records' is refused
+    in one line naming the field, before any model loads; records of this kernel resume. Generated
+    kernels and positions of the foreign record; both writers (measure_pair, record_traces) pass the
+    same check to the one reader."""
+    from spinlib.online import traces as TR
+    from spinlib.sd.kernels import KernelChoice
+
+    rng = np.random.default_rng(np.random.SeedSequence().entropy)
+    names = ["fp32", "bf16", "fp32-prepacked"]
+    for _ in range(5):
+        here, other = rng.choice(names, 2, replace=False).tolist()
+        p = tmp_path / f"m-{rng.integers(1 << 30)}.jsonl"
+        recs = [dict(GOOD_BETA, question_id=q, kernel=here) for q in range(4)]
+        bad = int(rng.integers(0, 4))
+        recs[bad] = dict(recs[bad], kernel=other) if rng.random() < 0.5 else {k: v for k, v in recs[bad].items()
+                                                                              if k != "kernel"}
+        p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+        with pytest.raises(ValidationError, match=rf"{p}:{bad + 1}: field 'kernel' must be '{here}'") as e:
+            M.read_records(p, same={"kernel": here})
+        assert "\n" not in str(e.value)
+        assert len(M.read_records(p)) == 4  # reading committed data names no kernel
+    good = tmp_path / "good.jsonl"
+    good.write_text("".join(json.dumps(dict(GOOD_BETA, question_id=q, kernel="bf16")) + "\n" for q in range(3)))
+    assert len(M.read_records(good, same={"kernel": "bf16"})) == 3
+
+    class Loaded(Exception):
+        pass
+
+    def sentinel(*a, **k):
+        raise Loaded
+
+    monkeypatch.setattr(MD, "load_pair", sentinel)
+    monkeypatch.setitem(MD._CHOICES, "smollm2-rtn6", KernelChoice("fp32", "fixed", {}))
+    from spinlib.cache import config_key
+
+    m_cfg = {"pair": "smollm2-rtn6", "task": "qa", "n_prompts": 1, "max_new_tokens": 4, "seed": 0,
+             "temperatures": [0.0, 1.0], "L_values": [1, 2, 3, 4, 5, 6, 7, 8], "engine_prompts": 2, "version": 1}
+    t_cfg = {"pair": "smollm2-rtn6", "task": "qa", "n_prompts": 1, "max_new_tokens": 4, "temperature": 0.0,
+             "version": TR.TRACE_VERSION}
+    from spinlib.sd.prompts import load_prompts
+
+    qid = load_prompts("qa", 1)[0]["question_id"]
+    trace_line = {"kind": "trace", "question_id": qid, "tokens": [1, 2], "accept": [1, 0], "top_prob": [0.9, 0.5],
+                  "entropy": [0.1, 0.2], "accept_prob": [0.8, 0.3]}
+    for writer, cfg, line in ((lambda d: M.measure_pair("smollm2-rtn6", "qa", n_prompts=1, max_new_tokens=4, out_dir=d),
+                               m_cfg, dict(GOOD_BETA, question_id=qid)),
+                              (lambda d: TR.record_traces("smollm2-rtn6", "qa", n_prompts=1, max_new_tokens=4, out_dir=d),
+                               t_cfg, trace_line)):
+        d = tmp_path / f"out-{rng.integers(1 << 30)}"
+        raw = d / "smollm2-rtn6" / f"qa-{config_key(cfg, 12)}.jsonl"
+        raw.parent.mkdir(parents=True)
+        for kernel, outcome in (("bf16", ValidationError), ("fp32", Loaded)):  # another kernel: refused; this one resumes
+            raw.write_text(json.dumps(dict(line, kernel=kernel)) + "\n")
+            with pytest.raises(outcome, match=r"field 'kernel' must be 'fp32'" if outcome is ValidationError else None):
+                writer(d)

@@ -188,7 +188,8 @@ def test_every_seaborn_estimator_call_is_seeded():
                 for p in sorted((repo / "notebooks").glob("*.ipynb"))]
     calls = []
     for text in sources:
-        for m in re.finditer(r"sns\.(lineplot|barplot|pointplot|regplot|lmplot|catplot|relplot)\(", text):
+        assert not re.search(r"from seaborn import|import seaborn as (?!sns\b)", text)  # one spelling: sns.<fn>
+        for m in re.finditer(r"(?:sns|seaborn)\.(lineplot|barplot|pointplot|regplot|lmplot|catplot|relplot)\(", text):
             depth, i = 1, m.end()
             while depth and i < len(text):
                 depth += {"(": 1, ")": -1}.get(text[i], 0)

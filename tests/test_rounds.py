@@ -79,6 +79,35 @@ def test_goodput_formula_matches_monte_carlo(model):
     assert abs(z.mean()) < 3 / np.sqrt(len(z)) * 1.5, z  # no bias
 
 
+@pytest.mark.parametrize("model", ["sync", "async"])
+def test_simulated_rounds_use_the_one_goodput_estimator_and_interval(model):
+    """simulate_rounds reports spinlib.goodput's estimator and delta-method interval on its own draws
+    (the testbed's clocks use the same two functions); with deterministic round times the synchronous
+    interval is the normal interval of the per-round mean. Fresh random instances."""
+    from scipy.stats import norm
+
+    from spinlib.goodput import goodput_interval, goodput_sum_interval
+
+    ss = np.random.SeedSequence()
+    rng = np.random.default_rng(ss)
+    for _ in range(5):
+        s = random_scenario(int(rng.integers(1, 8)), seed=int(rng.integers(1 << 30)))
+        a = _alloc(s, rng.integers(0, 9, s.num_users), model)
+        n = int(rng.integers(50, 3000))
+        conf = float(rng.uniform(0.5, 0.999))
+        sim = simulate_rounds(s, a, n, np.random.default_rng(rng.integers(1 << 30)), conf)
+        N, T = sim.tokens_per_round.astype(float), np.asarray(evaluate(s, a).round_time_s, dtype=float)
+        if model == "sync":
+            want = goodput_interval(N.sum(axis=1), np.full(n, T[0]), conf)
+            per_round = N.sum(axis=1) / T[0]
+            half = norm.ppf(0.5 + conf / 2) * per_round.std(ddof=1) / np.sqrt(n)
+            assert np.isclose(sim.goodput_tokens_per_s, per_round.mean(), rtol=1e-12), ss.entropy
+            assert np.isclose((sim.ci_high - sim.ci_low) / 2, half, rtol=1e-9, atol=1e-12), ss.entropy
+        else:
+            want = goodput_sum_interval(N, np.broadcast_to(T, N.shape), N.sum(axis=0), n * T, conf)
+        assert (sim.goodput_tokens_per_s, sim.ci_low, sim.ci_high) == want, ss.entropy
+
+
 def test_allocation_json_round_trip(tmp_path):
     a = Allocation((1, 0, 3), (1e5, 0.0, 2e5), "async", "x", 12.5, {"k": 1})
     b = Allocation.from_json(a.to_json())

@@ -68,7 +68,8 @@ def _ends(val, cost, B: float, const, mu):
     step reads one contiguous [E, m, K] slice, where an ``argmax`` over the strided length axis and a
     four-index gather would copy the whole [E, m, P, K] score (bit-identical; measured 2-3x faster)."""
     E, m, P, K = val.shape
-    if not np.all(np.isfinite(mu)):  # (a NaN score would have argmax's semantics; never met: mu is finite)
+    if not np.all(np.isfinite(mu)):  # the argmax form, exact for any mu (never met: the callers' mu are finite;
+        # with finite mu and finite cost no score is NaN, where the running maximum equals argmax bit for bit)
         score = val - mu[None, :, None, None] * cost
         idx = np.argmax(score, axis=2)
         at = (np.arange(E)[:, None, None], np.arange(m)[None, :, None], idx, np.arange(K)[None, None, :])
@@ -136,8 +137,8 @@ def _larger(idx, phi, used):
 def _cold_start(val, cost, B: float, const, lo_idx, ok):
     """The bracket of the nodes given (module docstring): the choice at ``mu = 0`` (``done`` where it fits),
     and ``mu_hi`` above every exchange rate, moved to the lowest crossing while the larger end descends.
-    Returns ``(done, lo, hi)`` with ``lo``/``hi`` tuples ``(mu, phi, used, idx of the larger end,
-    idx of every end)``."""
+    Returns ``(done, lo, hi)`` with ``lo`` the tuple ``(mu, phi, used, idx of the larger end, idx of every end,
+    each user's value and cost at that choice)`` and ``hi`` the same without the last two."""
     E, M, P, K = val.shape
     zero = np.zeros(M)
     ends0 = _ends(val, cost, B, const, zero)

@@ -26,18 +26,18 @@ import numpy as np
 from ..rounds import Allocation, fixed_round_overhead
 from ..scenario import Scenario
 from .links import transfer_times
-from .stats import ratio_interval, ratio_sum_interval
+from ..goodput import GoodputEstimate, goodput_interval, goodput_sum_interval
 from .traces import Trace
 
 
 @dataclass(frozen=True)
-class ClockResult:
+class ClockResult(GoodputEstimate):
     """What a clock measured (``K`` users, ``R`` rounds).
 
     Parameters
     ----------
     goodput_tokens_per_s, ci_low, ci_high : float
-        Goodput [token/s] and its delta-method interval (:mod:`spinlib.emulator.stats`).
+        Goodput [token/s] and its delta-method interval (:mod:`spinlib.goodput`).
     user_goodput : float array [K]
         Tokens of each user over the elapsed time [token/s].
     tokens_per_round : float array [K]
@@ -56,9 +56,6 @@ class ClockResult:
         ``{"user", "phase", "start", "end"}`` [s] of the first rounds (sync) or batches (async).
     """
 
-    goodput_tokens_per_s: float
-    ci_low: float
-    ci_high: float
     user_goodput: np.ndarray
     tokens_per_round: np.ndarray
     tokens_per_round_sd: np.ndarray
@@ -93,7 +90,7 @@ def sync_clock(scenario: Scenario, alloc: Allocation, trace: Trace, h: np.ndarra
     over = fixed_round_overhead(scenario)
     T = makespan + t_ver + E + over
     N = trace.accepted + 1  # [R, K]
-    G, lo, hi = ratio_interval(N.sum(axis=1).astype(float), T, confidence)
+    G, lo, hi = goodput_interval(N.sum(axis=1).astype(float), T, confidence)
     total = T.sum()
     timeline = []
     t = 0.0
@@ -179,7 +176,7 @@ def async_clock(scenario: Scenario, alloc: Allocation, trace: Trace, h: np.ndarr
             n_batch += 1
         dur = pre + wait + ver_used + over
     tokens = N.sum(axis=0)
-    G, lo, hi = ratio_sum_interval(N, dur, tokens, elapsed, confidence)
+    G, lo, hi = goodput_sum_interval(N, dur, tokens, elapsed, confidence)
     span = float(elapsed.max())
     shares = {"draft": float(np.mean(trace.draft_s.sum(0) / elapsed)), "uplink": float(np.mean(up.sum(0) / elapsed)),
               "queue": float(np.mean(wait.sum(0) / elapsed)), "verification": float(np.mean(ver_used.sum(0) / elapsed)),

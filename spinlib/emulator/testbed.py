@@ -5,6 +5,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from ..goodput import GoodputEstimate
 from ..rounds import Allocation, check_allocation, evaluate
 from ..scenario import Scenario
 from ..validation import ValidationError
@@ -15,7 +16,7 @@ from .traces import synthetic_trace
 
 
 @dataclass(frozen=True)
-class EmulationResult:
+class EmulationResult(GoodputEstimate):
     """What the testbed measured (``K`` users).
 
     Parameters
@@ -47,9 +48,6 @@ class EmulationResult:
         Round model, policy, fading, acceptance and server models.
     """
 
-    goodput_tokens_per_s: float
-    ci_low: float
-    ci_high: float
     predicted_tokens_per_s: float
     user_goodput: np.ndarray
     tokens_per_round: np.ndarray

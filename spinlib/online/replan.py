@@ -24,6 +24,7 @@ from ..emulator.clock import sync_clock
 from ..emulator.fading import Fading
 from ..emulator.testbed import MAX_ROUND_USER_CELLS
 from ..emulator.traces import Trace, trace_bits
+from ..goodput import GoodputEstimate
 from ..control.bandwidth import min_makespan_bandwidth
 from ..decision import BandContext, BandOutcome, check_decider, check_plan, reads_confidence
 from ..rounds import Allocation, fixed_round_overhead, sync_round_time, uplink_time
@@ -90,7 +91,7 @@ class ReplanConfig:
 
 
 @dataclass(frozen=True)
-class ReplanResult:
+class ReplanResult(GoodputEstimate):
     """What one controller realised (``R`` rounds, ``K`` users).
 
     Parameters
@@ -99,10 +100,11 @@ class ReplanResult:
         Its label.
     goodput_tokens_per_s, ci_low, ci_high : float
         ``sum N / sum T`` [token/s] and the clock's delta-method interval.
-    tokens_per_round : float
-        Mean ``sum_k N_rk``.
-    round_time_s : float
-        Mean ``T_r`` [s].
+    round_tokens : float
+        Mean over rounds of all users' tokens, ``sum_k N_rk`` (the testbed's ``tokens_per_round`` is
+        per user, ``[K]``).
+    mean_round_time_s : float
+        Mean ``T_r`` [s] (every round's: ``round_times_s``).
     expected_goodput_tokens_per_s : float
         ``sum_r sum_k E[N_k](L_rk) / sum_r T_r`` [token/s]: the acceptance noise averaged out (the
         channel's stays), for comparing controllers on the same draws.
@@ -124,11 +126,8 @@ class ReplanResult:
     """
 
     controller: str
-    goodput_tokens_per_s: float
-    ci_low: float
-    ci_high: float
-    tokens_per_round: float
-    round_time_s: float
+    round_tokens: float
+    mean_round_time_s: float
     expected_goodput_tokens_per_s: float
     mean_L: float
     energy_per_token_j: float
@@ -143,8 +142,8 @@ class ReplanResult:
     def record(self) -> dict:
         """The scalars (and ``[K]`` lists) of a long record; ``info``'s arrays as lists."""
         out = {"controller": self.controller, "goodput_tokens_per_s": self.goodput_tokens_per_s,
-               "ci_low": self.ci_low, "ci_high": self.ci_high, "tokens_per_round": self.tokens_per_round,
-               "round_time_s": self.round_time_s, "expected_goodput_tokens_per_s": self.expected_goodput_tokens_per_s,
+               "ci_low": self.ci_low, "ci_high": self.ci_high, "round_tokens": self.round_tokens,
+               "mean_round_time_s": self.mean_round_time_s, "expected_goodput_tokens_per_s": self.expected_goodput_tokens_per_s,
                "mean_L": self.mean_L,
                "energy_per_token_j": self.energy_per_token_j,
                "energy_per_round_j": float(self.energy_per_round_j.mean())}
@@ -271,8 +270,8 @@ def play(scenario: Scenario, controller, h: np.ndarray, config: ReplanConfig, la
     N = As + 1
     expected = np.cumsum(pi, axis=1)[np.arange(K), Ls]  # E[N_k](L) = sum_{i <= L} P(A_k >= i) under the sampler's law
     return ReplanResult(controller=name, goodput_tokens_per_s=m.goodput_tokens_per_s, ci_low=m.ci_low,
-                        ci_high=m.ci_high, tokens_per_round=float(N.sum(axis=1).mean()),
-                        round_time_s=float(m.round_time_s.mean()),
+                        ci_high=m.ci_high, round_tokens=float(N.sum(axis=1).mean()),
+                        mean_round_time_s=float(m.round_time_s.mean()),
                         expected_goodput_tokens_per_s=float(expected.sum() / m.round_time_s.sum()),
                         mean_L=float(Ls.mean()),
                         energy_per_token_j=float(Es.sum() / N.sum()), energy_per_round_j=Es.mean(axis=0),

@@ -121,6 +121,8 @@ def check_trace_record(r, path="<record>", lineno: int = 0) -> int:
         raise _error(path, lineno, "<line>", "a JSON object")
     if r.get("kind") != "trace":
         raise _error(path, lineno, "kind", "'trace'")
+    if "kernel" in r and not isinstance(r["kernel"], str):
+        raise _error(path, lineno, "kernel", "the name of a torch kernel (a string)")
     qid = r.get("question_id")
     if not isinstance(qid, int) or isinstance(qid, bool):
         raise _error(path, lineno, "question_id", "an integer")
@@ -148,33 +150,21 @@ def to_prompt_trace(r: dict) -> PromptTrace:
                        np.asarray(r["accept_prob"], float), np.asarray(r["tokens"], dtype=np.int64))
 
 
-def read_traces(path) -> dict[int, dict]:
+def read_traces(path, same: dict | None = None) -> dict[int, dict]:
     """The finished records of a trace JSONL, keyed by question id.
 
     A torn *last* line (an interrupted recording) is dropped; any other line that is not a valid
-    record is refused with one line naming the file, the line and the field. An empty file or a
-    file without records is refused too (an empty trace cannot be replayed).
+    record is refused with one line naming the file, the line and the field. A file without records
+    gives an empty dict (a recording resumes from it; :func:`verified_traces` refuses a committed file
+    that lacks a prompt its provenance lists).
     """
-    from ..jsonio import read_text_checked
+    from ..jsonio import read_jsonl_records
 
     path = Path(path)
     if not path.is_file():
         raise ValidationError(f"trace file {str(path)!r} does not exist")
-    lines = read_text_checked(path, "trace").splitlines()
-    done = {}
-    for i, line in enumerate(lines, 1):
-        try:
-            json.loads(line)
-        except ValueError:  # a torn line: dropped when it is the last one (an interrupted recording)
-            if i == len(lines):
-                break
-            raise _error(path, i, "<line>", "valid JSON") from None
-        r = loads_json(line, f"{path}:{i}")  # duplicate keys, non-finite numbers, depth: refused
-        qid = check_trace_record(r, path, i)
-        if qid in done:
-            raise _error(path, i, "question_id", f"a prompt not recorded before (id {qid} repeats)")
-        done[qid] = r
-    return done
+    return read_jsonl_records(path, "trace", check_trace_record, _error, "a prompt not recorded before (id {key} repeats)",
+                              same)
 
 
 def _strict_json(text: str, path) -> Any:
@@ -372,11 +362,12 @@ def record_traces(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: 
     if recompute and raw.exists():
         raw.unlink()
     raw.parent.mkdir(parents=True, exist_ok=True)
-    done = read_traces(raw) if raw.exists() else {}
+    kernel = pair_kernel(pair_name).kernel  # every record names it; a resumed file must hold this kernel's only
+    done = read_traces(raw, same={"kernel": kernel}) if raw.exists() else {}
     if raw.exists():  # drop a torn last line before appending
         good = [json.dumps(done[q]) for q in done]
         atomic_write_text(raw, "".join(g + "\n" for g in good))
-    target, draft, tok = load_pair(pair_name)
+    target, draft, tok = load_pair(pair_name, kernel)
     spec = PACKAGED[pair.target]
     stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
     prompts = load_prompts(task, n_prompts)
@@ -388,7 +379,7 @@ def record_traces(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: 
             ids = encode_for_pair(pair, tok, p["prompt"]) if spec.chat else encode(tok, p["prompt"], False)
             rec = {"kind": "trace", "question_id": p["question_id"],
                    **{k: v for k, v in trace_record(target, draft, ids, max_new_tokens=max_new_tokens,
-                                                    stop_ids=stop).items() if k != "kind"}}
+                                                    stop_ids=stop).items() if k != "kind"}, "kernel": kernel}
             check_trace_record(rec, raw, len(done) + 1)
             f.write(json.dumps(rec) + "\n")
             f.flush()

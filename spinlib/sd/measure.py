@@ -226,6 +226,8 @@ def check_record(r, path="<record>", lineno: int = 0) -> tuple:
     kind = r.get("kind")
     if kind not in ("beta", "engine"):
         raise _record_error(path, lineno, "kind", "'beta' or 'engine'")
+    if "kernel" in r and not isinstance(r["kernel"], str):
+        raise _record_error(path, lineno, "kernel", "the name of a torch kernel (a string)")
     qid = r.get("question_id")
     if not isinstance(qid, int) or isinstance(qid, bool):
         raise _record_error(path, lineno, "question_id", "an integer")
@@ -253,7 +255,7 @@ def check_record(r, path="<record>", lineno: int = 0) -> tuple:
     return (kind, qid, float(T), L)
 
 
-def read_records(path) -> dict:
+def read_records(path, same: dict | None = None) -> dict:
     """The finished records of a measurement JSONL, keyed by (kind, question_id, temperature, L).
 
     A torn *last* line (an interrupted run) is dropped and measured again; any other line that is not
@@ -261,25 +263,10 @@ def read_records(path) -> dict:
     earlier line, is refused with one line naming the file, the line and the field (a repeated line
     would otherwise be pooled twice, or the last one would silently win).
     """
-    import json
+    from ..jsonio import read_jsonl_records
 
-    from ..jsonio import loads_json, read_text_checked
-
-    lines = read_text_checked(path, "measurement").splitlines()  # unreadable, a link's target gone, not UTF-8: one line
-    done = {}
-    for i, line in enumerate(lines, 1):
-        try:
-            json.loads(line)
-        except ValueError:  # JSONDecodeError, or a number beyond the integer-string limit
-            if i == len(lines):
-                break  # torn last line
-            raise _record_error(path, i, "<line>", "valid JSON") from None
-        r = loads_json(line, f"{path}:{i}")
-        key = check_record(r, path, i)
-        if key in done:
-            raise _record_error(path, i, "question_id", f"a record not written before ({key} repeats)")
-        done[key] = r
-    return done
+    return read_jsonl_records(path, "measurement", check_record, _record_error, "a record not written before ({key} repeats)",
+                              same)
 
 
 def read_summary(path):
@@ -343,7 +330,8 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     if recompute and raw.exists():
         raw.unlink()
     raw.parent.mkdir(parents=True, exist_ok=True)
-    done = read_records(raw) if raw.exists() else {}
+    kernel = pair_kernel(pair_name).kernel  # every record names it; a resumed file must hold this kernel's only
+    done = read_records(raw, same={"kernel": kernel}) if raw.exists() else {}
     prompts = load_prompts(task, n_prompts)
     jobs = [("beta", p, T, None) for p in prompts for T in temperatures]
     jobs += [("engine", p, T, L) for p in prompts[:engine_prompts] for T in temperatures for L in L_values]
@@ -352,7 +340,7 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     if foreign:  # a line of another question, temperature or length: never pooled into this summary
         raise ValidationError(f"{raw}: holds {len(foreign)} record(s) this configuration does not measure "
                               f"(first: {foreign[0]}); delete those lines or measure with recompute")
-    target, draft, tok = load_pair(pair_name)
+    target, draft, tok = load_pair(pair_name, kernel)
     spec = PACKAGED[pair.target]
     stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
     # packaged-draft pairs: prompts up to MAX_PROMPT_TOKENS with their template intact (middle cut,
@@ -378,14 +366,14 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
                 b = teacher_forced_beta(target, draft, ids, max_new_tokens=max_new_tokens, temperature=T,
                                         generator=g, stop_ids=stop)
                 rec = {"kind": kind, "question_id": p["question_id"], "temperature": T, "L": None,
-                       "beta": [round(float(x), 6) for x in b]}
+                       "beta": [round(float(x), 6) for x in b], "kernel": kernel}
             else:
                 _, rounds = speculative_generate(target, draft, ids, max_new_tokens=max_new_tokens, draft_length=L,
                                                  temperature=T, generator=g, stop_ids=stop,
                                                  payload=Payload(spec.vocab_size, "full"))
                 rec = {"kind": kind, "question_id": p["question_id"], "temperature": T, "L": L,
                        "tokens_per_round": mean_tokens_per_round(rounds),
-                       "rounds": [[r.drafted, r.accepted, r.bits_up, r.bits_down] for r in rounds]}
+                       "rounds": [[r.drafted, r.accepted, r.bits_up, r.bits_down] for r in rounds], "kernel": kernel}
             f.write(json.dumps(rec) + "\n")
             f.flush()
             done[k] = rec
@@ -475,9 +463,16 @@ def retime_summary(path, *, threads: int | None = None, allow_busy: bool = False
     from .models import PACKAGED, get_pair, load_pair
     from .prompts import encode, encode_for_pair, load_prompts
 
+    from ..jsonio import loads_json, read_text_checked
+
     path = Path(path)
-    summary = read_summary(path)
-    if summary is None or not isinstance(summary.get("config"), dict):
+    # read, not checked as a whole: the timing block it replaces may be the part that is broken
+    try:
+        summary = loads_json(read_text_checked(path, "measurement summary"), str(path), allow_nonfinite=True)
+    except ValidationError:
+        summary = None
+    if not isinstance(summary, dict) or not isinstance(summary.get("config"), dict) \
+            or not isinstance(summary.get("by_temperature"), dict):
         raise ValidationError(f"{path}: not a measurement summary (expected the JSON written by measure)")
     cfg = summary["config"]
     pair = get_pair(cfg.get("pair"))

@@ -32,8 +32,8 @@ def replan_under_fading(n_cells: int = 2, num_users: int = 4, rounds: int = 250,
     -------
     list of dict
         One per (cell, fading, controller): ``cell``, ``fading``, and :meth:`ReplanResult.record`
-        (``goodput_tokens_per_s`` with ``ci_low``/``ci_high`` (99 %), ``tokens_per_round``,
-        ``round_time_s``, ``mean_L``, ``energy_per_token_j``, ``energy_per_round_j``, ``solver_status``,
+        (``goodput_tokens_per_s`` with ``ci_low``/``ci_high`` (99 %), ``round_tokens``,
+        ``mean_round_time_s``, ``mean_L``, ``energy_per_token_j``, ``energy_per_round_j``, ``solver_status``,
         and for energy controllers ``budget_j``, ``debt_j``, ``max_debt_j``, ``energy_over_budget``).
         With ``timings`` also ``wall_s`` (not reproducible).
     """
