@@ -157,6 +157,14 @@ class RateModel:
     def of(cls, scenario) -> "RateModel":
         return cls(scenario.radio.rate_model, scenario.snr_scale_hz, scenario.radio.bandwidth_hz)
 
+    @classmethod
+    def faded(cls, scenario, h) -> "RateModel":
+        """The scenario's rates on the faded channel ``g_k h_k``: ``a_k h_k`` in place of ``a_k``, for power-gain
+        factors ``h`` of shape ``[..., K]`` (:meth:`spinlib.emulator.fading.Fading.draw`). The one faded-rate
+        model: the testbed's links, the per-round problem and the multi-user player use it."""
+        return cls(scenario.radio.rate_model, scenario.snr_scale_hz * np.asarray(h, dtype=float),
+                   scenario.radio.bandwidth_hz)
+
     def rate(self, b, idx=slice(None)):
         """``R_k(b_k)`` [bit/s] for ``b`` of shape ``[..., K]`` (or the users ``idx``)."""
         if self.kind == "shannon":

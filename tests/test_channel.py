@@ -73,3 +73,23 @@ def test_lambert_wm1_matches_scipy():
     np.testing.assert_allclose(Y - r, Y_ref - r, rtol=5e-8)  # scipy itself is only ~1e-8 accurate here
     # and ours solves the defining equation to rounding
     np.testing.assert_allclose(Y - np.log(Y), r - np.log(r), rtol=1e-14)
+
+
+def test_the_one_faded_rate_model():
+    """RateModel.faded: a_k h_k in place of a_k, for any shape [..., K] of fading factors; no fading (h = 1)
+    is RateModel.of bit for bit; the per-round problem's faded_rates is the same model. Fresh random cells."""
+    from spinlib import random_scenario
+    from spinlib.channel import RateModel
+    from spinlib.online.round_problem import faded_rates
+
+    rng = np.random.default_rng(np.random.SeedSequence().entropy)
+    for kind in ("shannon", "linear"):
+        s = random_scenario(int(rng.integers(1, 9)), seed=int(rng.integers(1 << 30)), rate_model=kind)
+        K = s.num_users
+        h = rng.exponential(size=(int(rng.integers(1, 5)), K))
+        b = rng.uniform(1e3, s.radio.bandwidth_hz, size=h.shape)
+        want = np.stack([RateModel(kind, s.snr_scale_hz * h[r], s.radio.bandwidth_hz).rate(b[r]) for r in range(len(h))])
+        assert np.array_equal(RateModel.faded(s, h).rate(b), want)  # every round at once
+        assert np.array_equal(RateModel.faded(s, h[0]).rate(b[0]), want[0])
+        assert np.array_equal(faded_rates(s, h[0]).rate(b[0]), want[0])
+        assert np.array_equal(RateModel.faded(s, np.ones(K)).rate(b[0]), RateModel.of(s).rate(b[0]))

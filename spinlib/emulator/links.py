@@ -28,7 +28,7 @@ def transfer_times(scenario: Scenario, alloc: Allocation, trace: Trace, h: np.nd
         re-plans each round, :mod:`spinlib.online.multiuser`); ``None``: ``alloc.b`` in every round.
     """
     b = alloc.b if bandwidth_hz is None else np.asarray(bandwidth_hz, dtype=float)
-    R_up = RateModel(scenario.radio.rate_model, scenario.snr_scale_hz * h, scenario.radio.bandwidth_hz).rate(b)
+    R_up = RateModel.faded(scenario, h).rate(b)
     with np.errstate(divide="ignore", invalid="ignore"):
         up = np.where(trace.bits_up > 0, trace.bits_up / R_up, 0.0)
     down = np.zeros_like(up)

@@ -50,10 +50,9 @@ from ..scenario import Scenario
 from ..validation import ValidationError
 
 def faded_rates(scenario: Scenario, h) -> RateModel:
-    """The scenario's rate model on the channel ``g_k h_k`` (``h`` ``[..., K]``), as the testbed's
-    :func:`spinlib.emulator.transfer_times` builds it: ``a_k h_k`` in place of ``a_k``."""
-    return RateModel(scenario.radio.rate_model, scenario.snr_scale_hz * np.asarray(h, dtype=float),
-                     scenario.radio.bandwidth_hz)
+    """The scenario's rate model on the channel ``g_k h_k`` (``h`` ``[..., K]``):
+    :meth:`spinlib.channel.RateModel.faded`, the testbed's links' too."""
+    return RateModel.faded(scenario, h)
 
 
 def round_constant_s(scenario: Scenario) -> float:
