@@ -118,6 +118,9 @@ def test_broken_draft_cache_is_rebuilt_not_trusted(tmp_path, monkeypatch):
     MD._LOADED.pop(("draft", pair.draft), None)
 
 
+# the configuration measure_pair("smollm2-rtn6", "qa", n_prompts=1, max_new_tokens=4) keys its files by
+MEASURE_CFG = {"pair": "smollm2-rtn6", "task": "qa", "n_prompts": 1, "max_new_tokens": 4, "seed": 0,
+               "temperatures": [0.0, 1.0], "L_values": [1, 2, 3, 4, 5, 6, 7, 8], "engine_prompts": 2, "version": 1}
 GOOD_BETA = {"kind": "beta", "question_id": 3, "temperature": 0.0, "L": None, "beta": [1.0, 0.5]}
 GOOD_ENGINE = {"kind": "engine", "question_id": 3, "temperature": 1.0, "L": 2, "tokens_per_round": 1.5,
                "rounds": [[2, 1, 100, 10]]}
@@ -173,8 +176,7 @@ def test_summary_of_another_configuration_or_corrupt_is_not_trusted(tmp_path, mo
 
     monkeypatch.setattr(MD, "load_pair", boom)
     from spinlib.cache import config_key
-    cfg = {"pair": "smollm2-rtn6", "task": "qa", "n_prompts": 1, "max_new_tokens": 4, "seed": 0,
-           "temperatures": [0.0, 1.0], "L_values": [1, 2, 3, 4, 5, 6, 7, 8], "engine_prompts": 2, "version": 1}
+    cfg = MEASURE_CFG
     summ = tmp_path / "smollm2-rtn6" / f"qa-{config_key(cfg, 12)}.summary.json"
     summ.parent.mkdir()
     real = json.loads(next((ROOT / "data" / "measurements" / "smollm2-rtn6").glob("qa-*.summary.json")).read_text())
@@ -380,8 +382,7 @@ def test_a_resumed_file_never_pools_two_kernels(tmp_path, monkeypatch):
     monkeypatch.setitem(MD._CHOICES, "smollm2-rtn6", KernelChoice("fp32", "fixed", {}))
     from spinlib.cache import config_key
 
-    m_cfg = {"pair": "smollm2-rtn6", "task": "qa", "n_prompts": 1, "max_new_tokens": 4, "seed": 0,
-             "temperatures": [0.0, 1.0], "L_values": [1, 2, 3, 4, 5, 6, 7, 8], "engine_prompts": 2, "version": 1}
+    m_cfg = MEASURE_CFG
     t_cfg = {"pair": "smollm2-rtn6", "task": "qa", "n_prompts": 1, "max_new_tokens": 4, "temperature": 0.0,
              "version": TR.TRACE_VERSION}
     from spinlib.sd.prompts import load_prompts

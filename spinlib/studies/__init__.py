@@ -14,7 +14,8 @@ below and nothing below imports it (``tests/test_architecture.py`` checks the la
 * :mod:`.engine_runs` -- notebook 04: the real pair's lossless (temperature 0) and UL/DL (temperature 1)
   runs.
 
-A study that runs a model pair (here, :func:`spinlib.sd.measure.engine_round_traces` and
+A study that runs a model pair (:mod:`.engine_runs`' two, :mod:`.replay`'s ``prompt_betas`` and
+``real_rounds_vs_models``, and, below this layer, :func:`spinlib.sd.measure.engine_round_traces` and
 :func:`spinlib.online.real_rounds.real_vs_replay`) takes the torch kernel it runs on as its ``kernel``
 argument, part of its key, and checks it (:func:`spinlib.sd.models.check_kernel`); inside
 :func:`spinlib.cache.cached_call`, :func:`spinlib.sd.models.load_pair` refuses a pair whose kernel is

@@ -19,7 +19,6 @@ torch and the models are imported inside the functions.
 """
 from __future__ import annotations
 
-
 #: the key of these studies in the results cache (:func:`spinlib.cache.cache_name`): their own module, where
 #: they were first cached
 CACHE_NAMESPACE = "spinlib.studies.engine_runs"
