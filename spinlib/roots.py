@@ -10,7 +10,7 @@ import numpy as np
 
 
 def newton_decreasing(fdf, lo, hi, x0=None, *, tol: float = 1e-13, f_tol: float = 1e-10, max_iter: int = 60,
-                      live=None):
+                      live=None, rows: bool = False):
     """Safeguarded Newton for decreasing ``f`` on brackets ``[lo, hi]`` (batched).
 
     ``fdf(x) -> (f, df)``. A Newton step that leaves the current bracket is replaced by the
@@ -19,6 +19,12 @@ def newton_decreasing(fdf, lo, hi, x0=None, *, tol: float = 1e-13, f_tol: float 
     suffices for brackets up to ~1e3 wide in the iteration variable (the solvers iterate in log
     space, on brackets of width <= 100). ``live`` masks the entries that need iterating (the
     others are carried along untouched for the stopping test).
+
+    ``rows=True``: ``fdf(x, idx)`` evaluates only the entries ``idx`` (flat indices into the batch) at
+    ``x`` (1-D), and each iteration evaluates only the live entries that have not converged. Each
+    entry's iterates are those of the default mode bit for bit (an entry's iteration depends on itself
+    only; a converged entry stays where it is in both), the entries that are not live are left at
+    ``x0``, and a converged entry's bracket is the one it converged in.
 
     Returns
     -------
@@ -29,6 +35,8 @@ def newton_decreasing(fdf, lo, hi, x0=None, *, tol: float = 1e-13, f_tol: float 
     hi = np.array(hi, dtype=float, copy=True)
     x = 0.5 * (lo + hi) if x0 is None else np.clip(np.asarray(x0, dtype=float), lo, hi)
     live = np.ones(x.shape, dtype=bool) if live is None else np.broadcast_to(live, x.shape)
+    if rows:
+        return _newton_rows(fdf, lo, hi, x, live, tol, f_tol, max_iter)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for _ in range(max_iter):
             f, df = fdf(x)
@@ -49,3 +57,29 @@ def newton_decreasing(fdf, lo, hi, x0=None, *, tol: float = 1e-13, f_tol: float 
             if not moving.any():
                 break
     return x, lo, hi
+
+
+def _newton_rows(fdf, lo, hi, x, live, tol, f_tol, max_iter):
+    """:func:`newton_decreasing` evaluating only the entries still iterating (``rows=True``)."""
+    shape = x.shape
+    x, lo, hi = x.reshape(-1).copy(), lo.reshape(-1).copy(), hi.reshape(-1).copy()
+    todo = np.flatnonzero(np.broadcast_to(live, shape).reshape(-1))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for _ in range(max_iter):
+            if not todo.size:
+                break
+            xs = x[todo]
+            f, df = fdf(xs, todo)
+            pos = f > 0
+            lo_s = np.where(pos, xs, lo[todo])
+            hi_s = np.where(pos, hi[todo], xs)
+            lo[todo], hi[todo] = lo_s, hi_s
+            step = f / df
+            x_new = xs - step
+            bad = ~np.isfinite(x_new) | (x_new <= lo_s) | (x_new >= hi_s)
+            x_new = np.where(bad, 0.5 * (lo_s + hi_s), x_new)
+            scale = tol * (1.0 + np.abs(xs))
+            conv = ((np.abs(step) <= scale) & (np.abs(f) <= f_tol)) | (hi_s - lo_s <= scale) | (f == 0)
+            x[todo] = np.where(conv, xs, x_new)
+            todo = todo[~conv]
+    return x.reshape(shape), lo.reshape(shape), hi.reshape(shape)

@@ -85,7 +85,7 @@ from ..channel import RateModel
 from ..rounds import sync_goodput, sync_round_time
 from ..scenario import Scenario
 from .bandwidth import accurate_rate_derivative, min_makespan_bandwidth, required_bandwidth
-from .lagrangian import minimise_budget_dual
+from .lagrangian import costs_increase, minimise_budget_dual, useful_lengths
 from .search import Incumbent, SearchResult, best_first
 
 SAFETY = 1e-12  # relative slack against rounding in the rate inversion (see module docstring)
@@ -133,6 +133,9 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
         Dinkelbach step starts from the previous step's multiplier (:func:`minimise_budget_dual`'s
         ``mu_guess``: where to look first, never what is valid).
     warm : ``False``: every multiplier search starts cold (``mu0`` ignored; the reference).
+
+    Each multiplier search sees only the lengths up to the last one that some user's value still
+    rises to (:func:`spinlib.control.lagrangian.useful_lengths`; exact, the same bound bit for bit).
     """
     K, P = table.shape
     M = len(D_lo)
@@ -182,10 +185,15 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
     x_feas = lo2.copy()
     x_over = lo2.copy()
     guess, mu_first = (mu0 if warm else None), None
+    increasing = costs_increase(costs, inbox)
+    p_first = int(lo2.max()) + 1  # (every node's cheapest length stays, ok or not)
     for _ in range(n_dinkelbach):
         val = np.where(inbox, Nt - theta[:, None, None] * t1 * Ls[None, :, None], -np.inf)  # [M, P, K]
-        dual = minimise_budget_dual(np.broadcast_to(val, costs.shape), costs, B, theta * const_per_theta, lo2, ok,
-                                    n_mu=n_mu, mu_tol=mu_tol, mu_guess=guess)
+        # the long lengths that no multiplier picks are dropped: the same answer, bit for bit, faster
+        Pu = max(useful_lengths(val), p_first) if increasing else P
+        c_u = costs[:, :, :Pu]
+        dual = minimise_budget_dual(np.broadcast_to(val[:, :Pu], c_u.shape), c_u, B, theta * const_per_theta, lo2,
+                                    ok, n_mu=n_mu, mu_tol=mu_tol, mu_guess=guess)
         guess = dual.mu if warm else None
         mu_first = dual.mu if mu_first is None else mu_first
         phi_best = dual.phi

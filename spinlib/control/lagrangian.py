@@ -27,7 +27,10 @@ users whose choice differs between its two multipliers are evaluated (the others
   or after ``n_mu`` steps. Every ``Phi`` evaluated is a valid bound; the search only chooses a good one.
 
 The arrays are laid out ``[E, M, P, K]`` (``P = L_max + 1`` lengths, users last as the rate models take
-them); only the nodes still searching are evaluated at each step.
+them); only the nodes still searching are evaluated at each step. A caller may pass only the first
+``P'`` lengths, :func:`useful_lengths`, when the needs increase over the boxes (:func:`costs_increase`):
+the longer ones are dominated (worth no more than a shorter, cheaper one), no multiplier picks them,
+and the answer is the same bit for bit (tested), for fewer passes over shorter arrays.
 """
 from __future__ import annotations
 
@@ -59,14 +62,52 @@ class BudgetDual:
     mu: np.ndarray
 
 
+def costs_increase(cost, inbox) -> bool:
+    """Whether every user's need strictly increases with its length over its box, at every end and node
+    (``cost`` [E, M, P, K]; ``inbox`` [M, P, K], each user's box, contiguous lengths).
+
+    Checked, not assumed (a rate model's needs increase in exact arithmetic): it is the premise of
+    :func:`useful_lengths`. A box with a hole fails the check."""
+    box = np.asarray(inbox)
+    starts = box[..., 1:, :] & ~box[..., :-1, :]
+    if np.any(starts.sum(axis=-2) + box[..., 0, :] > 1):  # more than one run of lengths
+        return False
+    both = box[..., 1:, :] & box[..., :-1, :]
+    return bool(np.all((cost[..., 1:, :] > cost[..., :-1, :]) | ~both))
+
+
+def useful_lengths(val) -> int:
+    """``P'``: no length ``p >= P'`` is any user's choice at any multiplier, at any end, when needs
+    increase strictly over the boxes (:func:`costs_increase`); ``val`` [M, P, K] (or [E, M, P, K]),
+    ``-inf`` outside the box.
+
+    Such a length has a shorter one ``q`` with ``val_q >= val_p`` and ``cost_q < cost_p``, so
+    ``val_q - mu cost_q >= val_p - mu cost_p`` for every ``mu >= 0`` *in floating point too* (rounded
+    products and differences are monotone), and the first best length wins a tie: ``p`` is never
+    picked. Nor does it set the cold start's top multiplier: its exchange rate against the cheapest
+    length is at most ``q``'s (``q`` is not the cheapest, else ``val_p <= val_lo`` and the rate is ``<= 0``).
+    Dropping the lengths ``p >= P'`` therefore changes no bit of :func:`minimise_budget_dual`'s answer and
+    shortens each of its passes (the long lengths of a saturating ``E[N](L)`` are dominated)."""
+    v = np.asarray(val)
+    run = v[..., 0, :].copy()  # the best value of the shorter lengths
+    last = 0
+    for p in range(1, v.shape[-2]):
+        v_p = v[..., p, :]
+        if np.any(v_p > run):
+            last = p
+        np.maximum(run, v_p, out=run)
+    return last + 1
+
+
 def _ends(val, cost, B: float, const, mu):
     """Per end: the choice [E, m, K], ``Phi_e(mu)`` [E, m], its cost [E, m], and each user's value and cost
     at its choice [E, m, K] (kept for :func:`_ends_between`), for the nodes of ``val``/``cost`` [E, m, P, K],
     ``const`` [E, m], ``mu`` [m].
 
-    One running maximum over the P lengths (the first best length wins a tie, as ``argmax`` does): each
-    step reads one contiguous [E, m, K] slice, where an ``argmax`` over the strided length axis and a
-    four-index gather would copy the whole [E, m, P, K] score (bit-identical; measured 2-3x faster)."""
+    The scores are laid out length-major ([P, E, m, K]: each length's block contiguous), their maximum
+    taken over the lengths, and the first length reaching it picked (as ``argmax`` does): an ``argmax``
+    over the strided length axis and a four-index gather copy the whole score, and a running maximum
+    with masked copies branches on every element (bit-identical to both; measured 2-3x and ~7x faster)."""
     E, m, P, K = val.shape
     if not np.all(np.isfinite(mu)):  # the argmax form, exact for any mu (never met: the callers' mu are finite;
         # with finite mu and finite cost no score is NaN, where the running maximum equals argmax bit for bit)
@@ -75,18 +116,18 @@ def _ends(val, cost, B: float, const, mu):
         at = (np.arange(E)[:, None, None], np.arange(m)[None, :, None], idx, np.arange(K)[None, None, :])
         return idx, score[at].sum(axis=-1) + mu[None] * B + const, cost[at].sum(axis=-1), val[at], cost[at]
     m3 = mu[None, :, None]
-    best = val[:, :, 0, :] - m3 * cost[:, :, 0, :]  # val is -inf outside the box, cost 0 there
-    worth = val[:, :, 0, :].copy()
-    need = cost[:, :, 0, :].copy()
+    score = np.empty((P, E, m, K))  # length-major: each length's [E, m, K] score is one contiguous block
+    for p in range(P):
+        np.multiply(m3, cost[:, :, p, :], out=score[p])
+        np.subtract(val[:, :, p, :], score[p], out=score[p])
+    top = score.max(axis=0)
     idx = np.zeros((E, m, K), dtype=np.intp)
-    for p in range(1, P):
-        v_p, c_p = val[:, :, p, :], cost[:, :, p, :]
-        s_p = v_p - m3 * c_p
-        better = s_p > best
-        np.copyto(best, s_p, where=better)
-        np.copyto(worth, v_p, where=better)
-        np.copyto(need, c_p, where=better)
-        idx[better] = p
+    for p in range(P - 1, -1, -1):  # the first best length wins a tie: the shorter ones are written last
+        np.copyto(idx, p, where=score[p] == top)
+    best = np.take_along_axis(score, idx[None], axis=0)[0]  # (the first best's own value: 0.0 and -0.0 tie)
+    at = idx[:, :, None, :]
+    need = np.take_along_axis(cost, at, axis=2)[:, :, 0, :]
+    worth = np.take_along_axis(val, at, axis=2)[:, :, 0, :]
     return idx, best.sum(axis=-1) + mu[None] * B + const, need.sum(axis=-1), worth, need
 
 
@@ -279,4 +320,4 @@ def minimise_budget_dual(val, cost, B: float, const, lo_idx, ok, *, n_mu: int = 
                       np.where(done, used_lo, used_hi), used_lo, done, mu_best)
 
 
-__all__ = ["BudgetDual", "minimise_budget_dual"]
+__all__ = ["BudgetDual", "costs_increase", "minimise_budget_dual", "useful_lengths"]

@@ -43,7 +43,7 @@ import numpy as np
 from ..channel import RateModel
 from ..control.bandwidth import min_makespan_bandwidth, required_bandwidth
 from ..control.branch_and_bound import SAFETY, enumerate_boxes
-from ..control.lagrangian import minimise_budget_dual
+from ..control.lagrangian import costs_increase, minimise_budget_dual, useful_lengths
 from ..control.search import EXHAUSTIVE_MAX_VECTORS, best_first, exhaustive_if_small
 from ..rounds import sync_round_time
 from ..scenario import Scenario
@@ -168,7 +168,9 @@ def _node_bounds(u, w, price, c0, rates, tau, S, B, Dl, Dh, lo, hi, n_mu: int = 
     val2 = u.T[None, None] - (L3 > 0)[None] * (w[None, None, :] * ends[:, :, None])[:, :, None, :]
     const2 = -price * (ends + c0)  # [2, M]
     val2 = np.where(inbox[None], val2, -np.inf)
-    dual = minimise_budget_dual(val2, cost2, B, const2, lo2, ok, n_mu=n_mu)
+    # the long lengths that no multiplier picks are dropped (the same answer, bit for bit: lagrangian.useful_lengths)
+    Pu = max(useful_lengths(val2), int(lo2.max()) + 1) if costs_increase(cost2, inbox) else P
+    dual = minimise_budget_dual(val2[:, :, :Pu], cost2[:, :, :Pu], B, const2, lo2, ok, n_mu=n_mu)
     upper = np.where(ok, dual.phi, -np.inf)
     x_feas, x_over = dual.x_under, dual.x_over
     diff = x_over != x_feas

@@ -10,13 +10,18 @@ valid bound) and within 1e-7 of it (the search ends at the vertex), the under-bu
 the budget and costs what the kernel says, and a node whose choice at ``mu = 0`` fits is ``done``.
 The same holds for a search started from a guess of the multiplier (``mu_guess``: the minimum's own
 multiplier, a multiple of it, a random one): a guess changes where the search looks, never its answer.
+
+Two speed-ups are exact, and are tested for it bit for bit: the per-end choice (``_ends``) against the
+``argmax`` over the lengths written out here, on instances full of ties (small integers, signed zeros,
+empty boxes); and dropping the long lengths that no multiplier picks (:func:`useful_lengths`, under
+:func:`costs_increase`) against the search over every length.
 """
 
 import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from spinlib.control.lagrangian import minimise_budget_dual
+from spinlib.control.lagrangian import _ends, costs_increase, minimise_budget_dual, useful_lengths
 from spinlib.validation import ValidationError
 from helpers import fresh_seed
 
@@ -125,3 +130,84 @@ def check_against_lp(d, val, cost, B, lo, const, refs, label) -> int:
         assert np.isclose(at, d.phi[m], rtol=1e-9, atol=1e-9 * scale), where
         checked += 1
     return checked
+
+
+def argmax_ends(val, cost, B, const, mu):
+    """The per-end choice by ``argmax`` over the lengths (the first best wins), written out."""
+    E, m, P, K = val.shape
+    score = val - mu[None, :, None, None] * cost
+    idx = np.argmax(score, axis=2)
+    pick = lambda a: np.take_along_axis(a, idx[:, :, None, :], axis=2)[:, :, 0, :]
+    return idx, pick(score).sum(axis=-1) + mu[None] * B + const, pick(cost).sum(axis=-1), pick(val), pick(cost)
+
+
+def test_the_per_end_choice_is_argmax_bit_for_bit_on_ties():
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    ties = 0
+    for i in range(300):
+        E, m, P, K = (int(rng.integers(1, 3)), int(rng.integers(1, 5)), int(rng.integers(1, 8)),
+                      int(rng.integers(1, 9)))
+        val = rng.integers(-3, 4, (E, m, P, K)).astype(float)
+        val[rng.random(val.shape) < 0.2] = -np.inf  # outside the box (a whole box may be empty)
+        val[val == 0] *= rng.choice([1.0, -1.0], int((val == 0).sum()))  # signed zeros tie
+        cost = rng.integers(0, 3, (E, m, P, K)).astype(float)
+        mu = rng.choice([0.0, 0.5, 1.0, 2.0], m)
+        const = rng.normal(0, 1, (E, m))
+        got, want = _ends(val, cost, 1.5, const, mu), argmax_ends(val, cost, 1.5, const, mu)
+        for a, b in zip(got, want):
+            assert a.tobytes() == b.tobytes(), f"seed {seed}, instance {i}"
+        score = val - mu[None, :, None, None] * cost
+        ties += int(((score == score.max(axis=2, keepdims=True)).sum(axis=2) > 1).sum())
+    assert ties > 100, f"seed {seed}: only {ties} ties drawn"
+
+
+def saturating(rng):
+    """:func:`draw` with a value that rises and then falls in the length (as ``E[N](L) - theta t1 L``):
+    the long lengths are dominated."""
+    val, cost, B, const, lo, ok = draw(rng)
+    E, M, P, K = val.shape
+    Ls = np.arange(P)[None, None, :, None]
+    peak = rng.uniform(0, P / 3, (1, M, 1, K))
+    bump = -rng.uniform(0.5, 2.0) * (Ls - peak) ** 2 + rng.normal(0, 0.1, val.shape)
+    return np.where(np.isfinite(val), bump, -np.inf), cost, B, const, lo, ok
+
+
+def test_dropping_the_dominated_lengths_changes_no_bit():
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    trimmed = 0
+    for i in range(300):
+        val, cost, B, const, lo, ok = saturating(rng) if i % 5 else draw(rng)
+        P = val.shape[2]
+        inbox = np.isfinite(val[0])
+        assert costs_increase(cost, inbox), f"seed {seed}, instance {i}"  # draw's needs increase
+        Pu = max(useful_lengths(val), int(lo.max()) + 1)
+        trimmed += Pu < P
+        for mu in (np.zeros(len(ok)), rng.exponential(1.0, len(ok)), rng.exponential(100.0, len(ok))):
+            assert _ends(val, cost, B, const, mu)[0].max() < Pu, f"seed {seed}, instance {i}: a long length picked"
+        for g in (None, rng.exponential(1.0, len(ok))):
+            full = minimise_budget_dual(val, cost, B, const, lo, ok, mu_guess=g)
+            short = minimise_budget_dual(val[:, :, :Pu], cost[:, :, :Pu], B, const, lo, ok, mu_guess=g)
+            for f in ("phi", "x_under", "x_over", "used_under", "used_over", "done", "mu"):
+                a, b = getattr(full, f), getattr(short, f)
+                sel = ok if f != "done" else slice(None)
+                assert np.asarray(a)[sel].tobytes() == np.asarray(b)[sel].tobytes(), f"seed {seed}, instance {i}: {f}"
+    assert trimmed > 15, f"seed {seed}: only {trimmed} instances had a dominated tail"
+
+
+def test_costs_increase_refuses_a_flat_step_and_a_box_with_a_hole():
+    cost = np.cumsum(np.ones((1, 1, 5, 2)), axis=2)
+    box = np.ones((1, 5, 2), dtype=bool)
+    assert costs_increase(cost, box)
+    flat = cost.copy()
+    flat[0, 0, 3, 1] = flat[0, 0, 2, 1]
+    assert not costs_increase(flat, box)
+    hole = box.copy()
+    hole[0, 2, 0] = False
+    assert not costs_increase(cost, hole)
+    outside = cost.copy()
+    outside[0, 0, 4, 0] = 0.0  # a need outside the box is not compared
+    part = box.copy()
+    part[0, 4, 0] = False
+    assert costs_increase(outside, part)
