@@ -17,14 +17,16 @@ def newton_decreasing(fdf, lo, hi, x0=None, *, tol: float = 1e-13, f_tol: float 
     midpoint, and every evaluation shrinks the bracket, so the iteration cannot diverge; near
     the root it converges quadratically. Bisection steps halve the bracket, so ``max_iter`` = 60
     suffices for brackets up to ~1e3 wide in the iteration variable (the solvers iterate in log
-    space, on brackets of width <= 100). ``live`` masks the entries that need iterating (the
-    others are carried along untouched for the stopping test).
+    space, on brackets of width <= 100). ``live`` masks the entries that need iterating: the loop
+    stops when they have converged (the others are iterated along, and their results mean nothing).
 
     ``rows=True``: ``fdf(x, idx)`` evaluates only the entries ``idx`` (flat indices into the batch) at
-    ``x`` (1-D), and each iteration evaluates only the live entries that have not converged. Each
-    entry's iterates are those of the default mode bit for bit (an entry's iteration depends on itself
-    only; a converged entry stays where it is in both), the entries that are not live are left at
-    ``x0``, and a converged entry's bracket is the one it converged in.
+    ``x`` (1-D), and each iteration evaluates only the live entries that have not converged. Where
+    ``fdf`` gives an entry the same value whatever else is in the batch (the caller's duty: e.g. sums
+    over C-ordered rows), each live entry's iterates are those of the default mode bit for bit (an
+    entry's iteration depends on itself only; a converged entry stays where it is in both). The
+    entries that are not live are left at ``x0`` and their bracket (the default mode iterates them
+    too), and a converged entry's bracket is the one it converged in.
 
     Returns
     -------

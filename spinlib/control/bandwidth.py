@@ -91,7 +91,7 @@ def min_makespan_bandwidth(scenario: Scenario, L, rates: RateModel | None = None
     every length vector of the batch at once.
     """
     rates = rates or RateModel.of(scenario)
-    L = np.asarray(L)
+    L = np.ascontiguousarray(L)  # (rows summed in one order whatever the caller's layout)
     if np.any(L < 0):
         raise ValidationError("draft lengths must be >= 0")
     tau, S, B = scenario.tau, _bits(scenario, bits_per_token), scenario.radio.bandwidth_hz
@@ -141,8 +141,12 @@ def min_makespan_bandwidth(scenario: Scenario, L, rates: RateModel | None = None
             tot = b.sum(axis=-1)
             return np.log(tot / B), np.exp(u) * db.sum(axis=-1) / tot
 
-    u, _, _ = newton_decreasing(log_excess_rows, np.log(gap), np.log(width), np.log(gap), tol=1e-14,
-                                live=any_active & ~flat, rows=True)
+    if np.ndim(rates.a) <= 1:  # per-user rates: each vector's root on its own rows
+        u, _, _ = newton_decreasing(log_excess_rows, np.log(gap), np.log(width), np.log(gap), tol=1e-14,
+                                    live=any_active & ~flat, rows=True)
+    else:  # a rate model per vector (RateModel.faded with h [..., K]): the whole batch at once
+        u, _, _ = newton_decreasing(log_excess, np.log(gap), np.log(width), np.log(gap), tol=1e-14,
+                                    live=any_active & ~flat)
     # Newton may end on either side of the root: step to the side where sum_k b_k <= B (a steep need,
     # e.g. a user in a deep fade, may take more than one step: the step doubles until it is there)
     f, _ = log_excess(u)

@@ -134,8 +134,10 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
         ``mu_guess``: where to look first, never what is valid).
     warm : ``False``: every multiplier search starts cold (``mu0`` ignored; the reference).
 
-    Each multiplier search sees only the lengths up to the last one that some user's value still
-    rises to (:func:`spinlib.control.lagrangian.useful_lengths`; exact, the same bound bit for bit).
+    Where the needs increase over every box (:func:`spinlib.control.lagrangian.costs_increase`; else
+    every length is searched), each multiplier search sees only the lengths up to the last one that
+    some user's value still rises to, and at least up to every box's first length
+    (:func:`spinlib.control.lagrangian.useful_lengths`; exact, the same bound bit for bit).
     """
     K, P = table.shape
     M = len(D_lo)
@@ -186,7 +188,7 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
     x_over = lo2.copy()
     guess, mu_first = (mu0 if warm else None), None
     increasing = costs_increase(costs, inbox)
-    p_first = int(lo2.max()) + 1  # (every node's cheapest length stays, ok or not)
+    p_first = int(lo2.max(initial=0)) + 1  # (every node's cheapest length stays, ok or not)
     for _ in range(n_dinkelbach):
         val = np.where(inbox, Nt - theta[:, None, None] * t1 * Ls[None, :, None], -np.inf)  # [M, P, K]
         # the long lengths that no multiplier picks are dropped: the same answer, bit for bit, faster

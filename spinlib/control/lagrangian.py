@@ -85,7 +85,9 @@ def useful_lengths(val) -> int:
     ``val_q - mu cost_q >= val_p - mu cost_p`` for every ``mu >= 0`` *in floating point too* (rounded
     products and differences are monotone), and the first best length wins a tie: ``p`` is never
     picked. Nor does it set the cold start's top multiplier: its exchange rate against the cheapest
-    length is at most ``q``'s (``q`` is not the cheapest, else ``val_p <= val_lo`` and the rate is ``<= 0``).
+    length is at most ``max(q's, 0)`` (``q`` is not the cheapest, else ``val_p <= val_lo`` and the rate is
+    ``<= 0``; the top multiplier is at least 0). This needs ``lo_idx`` to be the first length of each box,
+    as the callers' ``argmax`` of the box makes it, and ``P' > max(lo_idx)`` (the callers take the larger).
     Dropping the lengths ``p >= P'`` therefore changes no bit of :func:`minimise_budget_dual`'s answer and
     shortens each of its passes (the long lengths of a saturating ``E[N](L)`` are dominated)."""
     v = np.asarray(val)
@@ -110,7 +112,7 @@ def _ends(val, cost, B: float, const, mu):
     with masked copies branches on every element (bit-identical to both; measured 2-3x and ~7x faster)."""
     E, m, P, K = val.shape
     if not np.all(np.isfinite(mu)):  # the argmax form, exact for any mu (never met: the callers' mu are finite;
-        # with finite mu and finite cost no score is NaN, where the running maximum equals argmax bit for bit)
+        # with finite mu and finite cost no score is NaN, where the first maximum below equals argmax bit for bit)
         score = val - mu[None, :, None, None] * cost
         idx = np.argmax(score, axis=2)
         at = (np.arange(E)[:, None, None], np.arange(m)[None, :, None], idx, np.arange(K)[None, None, :])

@@ -21,6 +21,7 @@ from spinlib.control.branch_and_bound import sync_node_bounds
 from spinlib.control.search import Certificate, Incumbent, best_first, relative_gap
 from spinlib.rounds import sync_goodput
 from spinlib.validation import ValidationError
+from helpers import fresh_seed
 
 
 class Knapsack:
@@ -186,3 +187,54 @@ def test_exhaustive_search_and_its_size_test(rng):
         n = (L_max + 1) ** K
         assert few_vectors(K, L_max, n) and not few_vectors(K, L_max, n - 1)
     assert not few_vectors(100_000, 16, 5_000) and few_vectors(0, 16, 1)
+
+
+def test_node_bounds_drop_only_lengths_that_change_no_bit(monkeypatch):
+    """Model (A)'s node bounds and the per-round problem's, with the dominated long lengths dropped
+    (the default) and with every length searched (``useful_lengths`` patched to keep them all): every
+    field of every node equal bit for bit, feasible or not (boxes that do not fit the band, empty
+    batches), at several ratios and on both ends of the interval."""
+    import spinlib.control.branch_and_bound as bb
+    import spinlib.online.round_problem as rp
+    from spinlib.control.lagrangian import useful_lengths
+
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    dropped = []
+
+    def counting(val):
+        P_u = useful_lengths(val)
+        dropped.append(P_u < np.shape(val)[-2])
+        return P_u
+
+    for i in range(10):
+        K, L_max, M = int(rng.integers(2, 30)), int(rng.choice([8, 16])), int(rng.integers(0, 7))
+        s = random_scenario(K, seed=[seed % (1 << 32), i], access_latency_s=0.05)
+        rates, table = RateModel.of(s), tokens_table(s, L_max)
+        d = float(np.max(s.tau + s.payload.bits_per_token / rates.rate(np.full(K, s.radio.bandwidth_hz / K))))
+        Dl = np.exp(rng.uniform(np.log(d), np.log(L_max * d), M))
+        Dh = Dl * rng.uniform(1.0001, 2.0, M)
+        lo = rng.integers(0, 4, (M, K))
+        hi = np.minimum(lo + rng.integers(0, L_max + 1, (M, K)), L_max)
+        theta = float(rng.uniform(0.3, 1.5)) * float(table[:, 3].sum()) / (3 * d + 3 * K * s.server.t1_s_per_token)
+        u = np.cumsum(rng.uniform(0, 1, (K, L_max + 1)) * 0.8 ** np.arange(L_max + 1), axis=1)
+        u[:, 0] = 0.0
+        w = rng.uniform(-1, 3, K)
+        c0 = rp.round_constant_s(s)
+        args_rp = (u, w, 5.0, c0, rates, s.tau, s.payload.bits_per_token, s.radio.bandwidth_hz, Dl, Dh, lo, hi)
+        monkeypatch.setattr(bb, "useful_lengths", counting)
+        monkeypatch.setattr(rp, "useful_lengths", counting)
+        short = [sync_node_bounds(s, rates, table, Dl, Dh, lo, hi, theta, tangent=t) for t in (True, False)]
+        short_rp = rp._node_bounds(*args_rp)
+        keep_all = lambda val: np.shape(val)[-2]  # noqa: E731
+        monkeypatch.setattr(bb, "useful_lengths", keep_all)
+        monkeypatch.setattr(rp, "useful_lengths", keep_all)
+        full = [sync_node_bounds(s, rates, table, Dl, Dh, lo, hi, theta, tangent=t) for t in (True, False)]
+        full_rp = rp._node_bounds(*args_rp)
+        where = f"seed {seed}, instance {i} (K={K}, M={M})"
+        for a, b in zip(short, full):
+            for f in ("upper", "x_feas", "frac_user", "split_at", "lo", "hi", "mu"):
+                assert getattr(a, f).tobytes() == getattr(b, f).tobytes(), f"{where}: {f}"
+        for a, b in zip(short_rp, full_rp):
+            assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), where
+    assert sum(dropped) >= 5, f"seed {seed}: lengths dropped in only {sum(dropped)} searches"

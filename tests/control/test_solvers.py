@@ -17,6 +17,7 @@ from spinlib.control.exhaustive import solve_exhaustive
 from spinlib.control.heterogeneous import solve_heterogeneous_async, solve_heterogeneous_sync
 from spinlib.control.homogeneous import per_token_makespan, solve_homogeneous
 from spinlib.control.reference import async_bandwidth_cvxpy, min_makespan_cvxpy
+from helpers import fresh_seed
 
 REL = 1e-6
 
@@ -406,3 +407,31 @@ def test_extreme_fade_gives_server_only_decoding_quickly():
         a = solve(s, policy, L_max=4)
         assert time.perf_counter() - t < 5.0, policy
         assert np.isfinite(a.goodput_tokens_per_s) and max(a.draft_lengths) == 0, policy
+
+
+def test_min_makespan_of_a_batch_is_each_vector_on_its_own_bit_for_bit():
+    """The split of a batch of length vectors is each vector's own split, bit for bit, whatever the
+    batch's memory layout (C or Fortran order), the rate model (Shannon, linear; per user, or one per
+    vector: ``RateModel.faded`` with ``h [n, K]``) or the payload (one ``S``, or per user and vector):
+    the Newton iteration evaluates only the vectors still searching, so a vector's root may not
+    depend on the others."""
+    from spinlib.channel import RateModel
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    for i in range(12):
+        K, n = int(rng.integers(2, 14)), int(rng.integers(1, 9))
+        s = random_scenario(K, seed=[seed % (1 << 32), i], rate_model=["shannon", "linear"][i % 2])
+        L = rng.integers(0, 9, (n, K))
+        L[0] = 0  # nobody drafts
+        bits = rng.uniform(0.5, 2.0, (n, K)) * s.payload.bits_per_token if i % 3 == 0 else None
+        h = rng.exponential(1.0, (n, K))
+        for rates, row_rates in ((RateModel.of(s), lambda j: RateModel.of(s)),
+                                 (RateModel.faded(s, h), lambda j: RateModel.faded(s, h[j]))):
+            for order in ("C", "F"):
+                Lb = np.asarray(L, order=order)
+                D, b = min_makespan_bandwidth(s, Lb, rates, bits)
+                for j in range(n):
+                    Dj, bj = min_makespan_bandwidth(s, L[j], row_rates(j), None if bits is None else bits[j])
+                    where = f"seed {seed}, instance {i}, vector {j}, {order} order, {s.radio.rate_model}"
+                    assert np.float64(D[j]).tobytes() == np.float64(Dj).tobytes(), where
+                    assert b[j].tobytes() == bj.tobytes(), where
