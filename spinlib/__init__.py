@@ -1,7 +1,8 @@
 """spinlib: models, optimal controllers and simulators for multi-access speculative inference."""
 from .acceptance import expected_tokens, tokens_table
 from .presets import PRESETS, random_scenario
-from .rounds import Allocation, evaluate, simulate_rounds
+from .emulator.montecarlo import simulate_rounds
+from .rounds import Allocation, evaluate
 from .scenario import Payload, Radio, Scenario, Server, User
 from .validation import ValidationError
 

@@ -93,8 +93,8 @@ def sample_accepted(L, pi_table: np.ndarray, rounds: int, rng: np.random.Generat
     """Accepted drafts ``A[r, k]`` with ``P(A_k >= i) = pi_table[k, i]`` for ``i <= L_k`` (shape ``[rounds, K]``).
 
     One uniform per round and user: ``A = #{i <= L_k : U < pi_i}``, exact because ``pi`` is
-    non-increasing in ``i``. The one acceptance sampler of the library: the Monte Carlo of
-    :func:`spinlib.rounds.simulate_rounds` and the testbed both call it, so both honour a
+    non-increasing in ``i``. The one acceptance sampler of the library: the testbed's synthetic traces
+    (and so the Monte Carlo check, :func:`spinlib.emulator.montecarlo.simulate_rounds`) call it, honouring a
     user's measured profile. Tokens of the round: ``N = 1 + A``.
     """
     L = np.asarray(L, dtype=int)

@@ -2,9 +2,9 @@
 
 Goodput is a ratio, tokens over time: ``G = sum_r N_r / sum_r T_r`` [token/s] over the rounds played
 (synchronous: all users' tokens over the rounds' durations), or ``G = sum_k G_k`` with each user's
-tokens over its own elapsed time (asynchronous rounds). The Monte Carlo check of the closed form
-(:func:`spinlib.rounds.simulate_rounds`) and the testbed's clocks (:mod:`spinlib.emulator.clock`)
-both estimate it here. With i.i.d. pairs ``(N_r, T_r)`` over rounds the
+tokens over its own elapsed time (asynchronous rounds). The testbed's clocks (:mod:`spinlib.emulator.clock`)
+estimate it here, and through them the Monte Carlo check of the closed form
+(:func:`spinlib.emulator.montecarlo.simulate_rounds`) and the multi-user player. With i.i.d. pairs ``(N_r, T_r)`` over rounds the
 estimator ``G = sum N_r / sum T_r`` is asymptotically normal with standard error
 
     se(G) = std(N_r - G T_r) / (sqrt(n) mean(T_r))
@@ -23,8 +23,8 @@ import numpy as np
 @dataclass(frozen=True)
 class GoodputEstimate:
     """A goodput measured over played rounds and its confidence interval: the part every result of a
-    round simulator shares (:class:`spinlib.rounds.SimulationResult`, the testbed's
-    :class:`~spinlib.emulator.clock.ClockResult` and :class:`~spinlib.emulator.testbed.EmulationResult`,
+    round simulator shares (the testbed's :class:`~spinlib.emulator.clock.ClockResult`, which the Monte
+    Carlo check returns too, and :class:`~spinlib.emulator.testbed.EmulationResult`,
     the multi-user player's :class:`~spinlib.online.replan.ReplanResult`), computed by
     :func:`goodput_interval` or :func:`goodput_sum_interval`.
 

@@ -31,10 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .acceptance import prefix_table, sample_accepted, tokens_table
+from .acceptance import tokens_table
 from .cache import json_default
 from .channel import RateModel
-from .goodput import GoodputEstimate, goodput_interval, goodput_sum_interval
 from .jsonio import read_json
 from .scenario import Scenario
 from .validation import ValidationError, check_int_range, check_keys
@@ -365,43 +364,3 @@ def evaluate(scenario: Scenario, alloc: Allocation, round_model: str | None = No
         downlink_time_s=t_dl,
         modes=None if alloc.modes is None else tuple(alloc.modes),
     )
-
-
-@dataclass(frozen=True)
-class SimulationResult(GoodputEstimate):
-    """Monte Carlo estimate of the goodput with its confidence interval (:class:`spinlib.goodput.GoodputEstimate`,
-    the definition the testbed uses too), the rounds and each round's tokens."""
-
-    n_rounds: int
-    tokens_per_round: np.ndarray  # [n_rounds, K]
-
-
-def simulate_rounds(
-    scenario: Scenario,
-    alloc: Allocation,
-    n_rounds: int,
-    rng: np.random.Generator,
-    confidence: float = 0.99,
-) -> SimulationResult:
-    """Simulate ``n_rounds`` rounds with random acceptances (static channel).
-
-    Acceptances come from :func:`spinlib.acceptance.sample_accepted` with each user's prefix
-    profile (``alpha_k^i`` for users without a measured profile): the same law as :func:`evaluate`.
-
-    Synchronous: every round lasts the deterministic ``T``; goodput = total tokens / total time
-    (:func:`spinlib.goodput.goodput_interval`). Asynchronous: user k completes ``n_rounds`` rounds of
-    length ``T_k``; goodput is the sum of each user's tokens over its own elapsed time
-    (:func:`spinlib.goodput.goodput_sum_interval`). The same estimators and delta-method intervals as
-    the testbed's clocks; with deterministic round times they are the normal intervals of a mean.
-    """
-    check_int_range("n_rounds", n_rounds, 2)
-    ev = evaluate(scenario, alloc)
-    pi = prefix_table(scenario, max(int(alloc.L.max()), 1))
-    N = 1 + sample_accepted(alloc.L, pi, n_rounds, rng)  # [n, K]
-    T = np.asarray(ev.round_time_s, dtype=float)
-    if alloc.round_model == "sync":
-        G, lo, hi = goodput_interval(N.sum(axis=1).astype(float), np.full(n_rounds, float(T[0])), confidence)
-    else:
-        dur = np.broadcast_to(T, N.shape).astype(float)
-        G, lo, hi = goodput_sum_interval(N.astype(float), dur, N.sum(axis=0).astype(float), n_rounds * T, confidence)
-    return SimulationResult(G, lo, hi, n_rounds, N)

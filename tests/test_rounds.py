@@ -80,12 +80,15 @@ def test_goodput_formula_matches_monte_carlo(model):
 
 
 @pytest.mark.parametrize("model", ["sync", "async"])
-def test_simulated_rounds_use_the_one_goodput_estimator_and_interval(model):
-    """simulate_rounds reports spinlib.goodput's estimator and delta-method interval on its own draws
-    (the testbed's clocks use the same two functions); with deterministic round times the synchronous
-    interval is the normal interval of the per-round mean. Fresh random instances."""
+def test_simulated_rounds_are_the_testbed_clock_at_the_average_channel(model):
+    """simulate_rounds plays the testbed's synthetic trace (drawn from the same generator) on its clock
+    with h = 1: the rounds' tokens are the trace's, each round lasts the closed form's round time (a
+    paper-1 allocation), and the goodput and interval are spinlib.goodput's on those rounds; with
+    deterministic round times the synchronous interval is the normal interval of the per-round mean.
+    Fresh random instances."""
     from scipy.stats import norm
 
+    from spinlib.emulator import synthetic_trace
     from spinlib.goodput import goodput_interval, goodput_sum_interval
 
     ss = np.random.SeedSequence()
@@ -95,17 +98,39 @@ def test_simulated_rounds_use_the_one_goodput_estimator_and_interval(model):
         a = _alloc(s, rng.integers(0, 9, s.num_users), model)
         n = int(rng.integers(50, 3000))
         conf = float(rng.uniform(0.5, 0.999))
-        sim = simulate_rounds(s, a, n, np.random.default_rng(rng.integers(1 << 30)), conf)
-        N, T = sim.tokens_per_round.astype(float), np.asarray(evaluate(s, a).round_time_s, dtype=float)
+        seed = int(rng.integers(1 << 30))
+        sim = simulate_rounds(s, a, n, np.random.default_rng(seed), conf)
+        N = (synthetic_trace(s, a, n, "profile", np.random.default_rng(seed)).accepted + 1).astype(float)
+        T = np.asarray(evaluate(s, a).round_time_s, dtype=float)
+        np.testing.assert_allclose(sim.tokens_per_round, N.mean(axis=0), rtol=1e-12, err_msg=str(ss.entropy))
         if model == "sync":
-            want = goodput_interval(N.sum(axis=1), np.full(n, T[0]), conf)
+            np.testing.assert_allclose(sim.round_time_s, T[0], rtol=1e-12, err_msg=str(ss.entropy))
+            want = goodput_interval(N.sum(axis=1), sim.round_time_s, conf)
             per_round = N.sum(axis=1) / T[0]
             half = norm.ppf(0.5 + conf / 2) * per_round.std(ddof=1) / np.sqrt(n)
             assert np.isclose(sim.goodput_tokens_per_s, per_round.mean(), rtol=1e-12), ss.entropy
             assert np.isclose((sim.ci_high - sim.ci_low) / 2, half, rtol=1e-9, atol=1e-12), ss.entropy
         else:
-            want = goodput_sum_interval(N, np.broadcast_to(T, N.shape), N.sum(axis=0), n * T, conf)
+            dur = sim.round_time_s.reshape(n, s.num_users)
+            np.testing.assert_allclose(dur, np.broadcast_to(T, dur.shape), rtol=1e-12, err_msg=str(ss.entropy))
+            want = goodput_sum_interval(N, dur, N.sum(axis=0), dur.sum(axis=0), conf)
         assert (sim.goodput_tokens_per_s, sim.ci_low, sim.ci_high) == want, ss.entropy
+
+
+def test_simulated_downlink_rounds_last_at_least_the_closed_forms_round():
+    """UL/DL allocations: the downlink a round realises is random (a distribution after a rejection),
+    and the mean of its maximum over the DL devices is at least the maximum of the means, which the
+    closed form takes: the clock's mean round is at least the closed form's round (fixed cells and
+    seeds, 4,000 rounds: the margin is many standard errors)."""
+    from spinlib.control import solve
+
+    for seed in range(6):
+        s = random_scenario(4, seed=seed)
+        a = solve(s, "all-dl", L_max=8)
+        sim = simulate_rounds(s, a, 4000, np.random.default_rng(seed))
+        T = float(evaluate(s, a).round_time_s[0])
+        se = sim.round_time_s.std(ddof=1) / np.sqrt(len(sim.round_time_s))
+        assert sim.round_time_s.mean() >= T + 3 * se, (seed, sim.round_time_s.mean(), T, se)
 
 
 def test_allocation_json_round_trip(tmp_path):

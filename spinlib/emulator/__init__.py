@@ -15,7 +15,9 @@ allocation (from any policy) instead, in three steps:
    draft in one batch, ``T_ver(sum_k (L_k + 1))``; asynchronous rounds send each draft on arrival
    to one batching server (queueing) or to a server of its own (model B).
 
-Goodput intervals are delta-method intervals of ratio estimators (:mod:`spinlib.goodput`, shared with :func:`spinlib.rounds.simulate_rounds`).
+Goodput intervals are delta-method intervals of ratio estimators (:mod:`spinlib.goodput`). The Monte Carlo
+check of the closed form, :func:`~spinlib.emulator.montecarlo.simulate_rounds`, is this clock on synthetic
+rounds at the average channel.
 :func:`emulate` (:mod:`~spinlib.emulator.testbed`) runs the three steps::
 
     from spinlib.emulator import EmulatorConfig, Fading, emulate
@@ -27,11 +29,12 @@ from .clock import ClockResult, async_clock, sync_clock
 from .config import ACCEPTANCE_MODELS, COMPUTE_MODELS, SERVER_MODELS, EmulatorConfig
 from .fading import FADING_MODELS, Fading
 from .links import transfer_times
+from .montecarlo import simulate_rounds
 from .real_traces import REAL_TASKS, real_prompts, real_trace
 from .testbed import EmulationResult, emulate
 from .traces import Trace, synthetic_trace, trace_bits, uplink_mask
 
 __all__ = ["emulate", "EmulatorConfig", "EmulationResult", "Fading", "FADING_MODELS", "ACCEPTANCE_MODELS",
            "SERVER_MODELS", "COMPUTE_MODELS", "Trace", "synthetic_trace", "trace_bits", "uplink_mask",
-           "transfer_times", "ClockResult", "sync_clock", "async_clock",
+           "transfer_times", "ClockResult", "sync_clock", "async_clock", "simulate_rounds",
            "REAL_TASKS", "real_prompts", "real_trace"]

@@ -19,7 +19,8 @@ from ..control.homogeneous import critical_access_latency
 from ..emulator import EmulatorConfig, Fading, emulate
 from ..experiments import heterogeneity_kwargs, sweep_seeds
 from ..presets import measured_preset, measured_tasks, random_scenario, random_uldl_scenario
-from ..rounds import Allocation, evaluate, simulate_rounds
+from ..emulator.montecarlo import simulate_rounds
+from ..rounds import Allocation, evaluate
 from ..scenario import Scenario
 from ..timing import median_standard_error
 
@@ -129,7 +130,7 @@ def uldl_length_check(n: int, seed: int) -> list[dict]:
 def mc_vs_closed_form(scenario: Scenario, L_values: Sequence[int], n_rounds: int, seed: int,
                       confidence: float = 0.99) -> list[dict]:
     """Closed-form goodput of a common length L (homogeneous optimal split) against ``n_rounds``
-    simulated rounds (:func:`spinlib.rounds.simulate_rounds`, generator ``default_rng([seed, L])``),
+    simulated rounds (:func:`spinlib.emulator.montecarlo.simulate_rounds`, generator ``default_rng([seed, L])``),
     with the simulation's ``confidence`` interval, for every L in ``L_values``."""
 
     K = scenario.num_users
