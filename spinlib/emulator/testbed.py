@@ -5,43 +5,27 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from ..goodput import GoodputEstimate
 from ..rounds import Allocation, check_allocation, evaluate
 from ..scenario import Scenario
 from ..validation import ValidationError
-from .clock import async_clock, sync_clock
+from .clock import ClockResult, async_clock, sync_clock
 from .config import EmulatorConfig
 from .real_traces import real_trace  # torch and the models load inside it only
 from .traces import synthetic_trace
 
 
-@dataclass(frozen=True)
-class EmulationResult(GoodputEstimate):
-    """What the testbed measured (``K`` users).
+@dataclass(frozen=True, kw_only=True)
+class EmulationResult(ClockResult):
+    """What the testbed measured (``K`` users): the clock's :class:`~spinlib.emulator.clock.ClockResult`
+    (goodput and interval, per-user goodput, tokens per round, round times, latencies, phase shares,
+    server utilisation, timeline) and what the run adds.
 
     Parameters
     ----------
-    goodput_tokens_per_s, ci_low, ci_high : float
-        Emulated goodput [token/s] and its delta-method interval.
     predicted_tokens_per_s : float
         The analytical model's goodput for the same allocation (:func:`spinlib.rounds.evaluate`).
-    user_goodput : float array [K]
-        [token/s].
-    tokens_per_round : float array [K]
-        Mean tokens per round.
-    tokens_per_round_sd : float array [K]
-        Their sample standard deviation over the rounds (``ddof = 1``).
-    round_time_s : float array
-        All round durations [s] (sync: ``[R]``; async: every user's rounds, ``[R K]``).
-    token_latency_s : float array [K]
-        Elapsed time / tokens [s].
-    phase_shares : dict
-        Phase -> share of the elapsed time.
-    server_utilisation : float
     rounds : int
         Rounds played (real mode: fewer than asked if a user stopped early).
-    timeline : list of dict
-        ``{"user", "phase", "start", "end"}`` [s] of the first rounds.
     outputs : list or None
         Real mode: each user's emitted token ids.
     info : dict
@@ -49,15 +33,7 @@ class EmulationResult(GoodputEstimate):
     """
 
     predicted_tokens_per_s: float
-    user_goodput: np.ndarray
-    tokens_per_round: np.ndarray
-    tokens_per_round_sd: np.ndarray
-    round_time_s: np.ndarray
-    token_latency_s: np.ndarray
-    phase_shares: dict
-    server_utilisation: float
     rounds: int
-    timeline: list = field(default_factory=list)
     outputs: list | None = None
     info: dict = field(default_factory=dict)
 
@@ -109,12 +85,8 @@ def emulate(scenario: Scenario, alloc: Allocation, cfg: EmulatorConfig | None = 
     else:
         m = sync_clock(scenario, alloc, tr, h, confidence=confidence, timeline_rounds=cfg.timeline_rounds)
     return EmulationResult(
-        goodput_tokens_per_s=m.goodput_tokens_per_s, ci_low=m.ci_low, ci_high=m.ci_high,
-        predicted_tokens_per_s=evaluate(scenario, alloc).goodput_tokens_per_s,
-        user_goodput=m.user_goodput, tokens_per_round=m.tokens_per_round, round_time_s=m.round_time_s,
-        tokens_per_round_sd=m.tokens_per_round_sd,
-        token_latency_s=m.token_latency_s, phase_shares=m.phase_shares,
-        server_utilisation=m.server_utilisation, rounds=tr.rounds, timeline=list(m.timeline), outputs=tr.outputs,
+        **{f.name: getattr(m, f.name) for f in fields(ClockResult)},
+        predicted_tokens_per_s=evaluate(scenario, alloc).goodput_tokens_per_s, rounds=tr.rounds, outputs=tr.outputs,
         info={"round_model": alloc.round_model, "policy": alloc.policy, "fading": cfg.fading.model,
               "acceptance": "real" if cfg.real_models else cfg.acceptance, "server": cfg.server},
     )
