@@ -78,6 +78,7 @@ def _docs():
                      {"K": K, "instance": 0, "two_end": {**run, "wall_s": 0.5 * (K / 123) ** 1.5},
                       "two_end_cold": {**run, "wall_s": 0.8 * (K / 123) ** 2, "nodes": 44},
                       "one_end": {**run, "wall_s": 60.0, "nodes": 400, "gap": 2e-4, "status": "time_limit"},
+                      "two_end_mid": {**run, "wall_s": 0.3 * (K / 123) ** 1.25, "nodes": 30},
                       "solver": {"wall_s": 0.6 * K / 123, "gap": 5e-5, "status": "gap_limit", "nodes": 40,
                                  "drafting_share": 0.9}} for K in (123, 1230)],
                  "exhaustive_max_vectors": 5000,
@@ -231,6 +232,7 @@ def test_certified_section_reports_the_status_the_solver_would(tmp_path):
     row = _row(text, "| 123 | 0 |")
     assert "0.50, 40, 5.0e-05, gap_limit" in row and "60.0, 400, 2.0e-04, time_limit" in row and "90%" in row
     assert "| 0.80, 44, 5.0e-05, gap_limit |" in row  # the cold reference in its own column
+    assert "| 0.30, 30, 5.0e-05, gap_limit |" in row  # the midpoint split in its own column
 
 
 def test_certified_section_states_the_growth_and_the_tiny_dispatch(tmp_path):
@@ -238,8 +240,8 @@ def test_certified_section_states_the_growth_and_the_tiny_dispatch(tmp_path):
     says which search ran and whether the two goodputs agree (to 1e-8)."""
     text = ST.section(_write(tmp_path / "b", _docs()))
     assert ("warm two-end search K^1.50 over K = 123 to 1,230 (K^1.50 between 123 and 1,230); cold K^2.00 over "
-            "K = 123 to 1,230 (K^2.00 between 123 and 1,230); whole solver K^1.00 over K = 123 to 1,230 (K^1.00 "
-            "between 123 and 1,230)") in text
+            "K = 123 to 1,230 (K^2.00 between 123 and 1,230); midpoint split K^1.25 over K = 123 to 1,230 (K^1.25 "
+            "between 123 and 1,230); whole solver K^1.00 over K = 123 to 1,230 (K^1.00 between 123 and 1,230)") in text
     assert "| 2 | 8 | 81 | 2.00, exhaustive | 40.0 | yes |" in text
     assert "| 3 | 8 | 729 | 10.0, exhaustive | 50.0 | no |" in text
 
@@ -258,7 +260,7 @@ def test_certified_section_largest_K_and_the_speed_goal(tmp_path):
     c["goals_s"] = {"1230": 1.0, "12300": 15.0, "99999": 2.0}
     text = ST.section(_write(tmp_path / "b", docs))
     row = _row(text, "| 12,300 | 1 |")
-    assert row.count("not run") == 2 and "| 11.0 |" in row, row
+    assert row.count("not run") == 3 and "| 11.0 |" in row, row  # the two references and the midpoint split
     assert ("warm two-end search K^1.50 over K = 123 to 12,300 (K^1.50 between 1,230 and 12,300; at least: a run "
             "at K = 12,300 stopped at the time limit)") in text
     assert "cold K^2.00 over K = 123 to 1,230 (K^2.00 between 123 and 1,230)" in text

@@ -65,7 +65,7 @@ Branch and bound
 ----------------
 Best-first, in batches (the top nodes by bound are split together and their children bounded in
 one vectorised pass). A node is split on the makespan (at the relaxed solution's own makespan when
-it is inside the interval, else at the midpoint) while the interval's share of the denominator is
+it is inside the interval, else at the midpoint; ``d_split="midpoint"``: always at the midpoint) while the interval's share of the denominator is
 at least half the node's gap, and otherwise on a user whose two Lagrangian choices differ (the
 fractional user of the knapsack relaxation). Boxes of at most ``enum_max`` vectors are enumerated
 with their exact bandwidth split (the exact maximum over the box: a valid bound, and a candidate).
@@ -84,11 +84,13 @@ import numpy as np
 from ..channel import RateModel
 from ..rounds import sync_goodput, sync_round_time
 from ..scenario import Scenario
+from ..validation import ValidationError
 from .bandwidth import accurate_rate_derivative, min_makespan_bandwidth, required_bandwidth
 from .lagrangian import costs_increase, minimise_budget_dual, useful_lengths
 from .search import Incumbent, SearchResult, best_first
 
 SAFETY = 1e-12  # relative slack against rounding in the rate inversion (see module docstring)
+D_SPLITS = ("relaxed", "midpoint")  # where a makespan split cuts (SyncSearch.split)
 
 
 @dataclass
@@ -239,7 +241,10 @@ class SyncSearch:
     """
 
     def __init__(self, scenario: Scenario, rates: RateModel, table: np.ndarray, *, enum_max: int = 16,
-                 n_root: int = 16, tangent: bool = True, warm_start: bool = True):
+                 n_root: int = 16, tangent: bool = True, warm_start: bool = True, d_split: str = "relaxed"):
+        if d_split not in D_SPLITS:
+            raise ValidationError(f"d_split must be one of {', '.join(D_SPLITS)}, got {d_split!r}")
+        self.d_split = d_split
         self.scenario, self.rates, self.table = scenario, rates, table
         self.K, P = table.shape
         self.L_max = P - 1
@@ -309,9 +314,10 @@ class SyncSearch:
                  "split": res.split_at, "Dx": Dx, "mu": res.mu}, closed, len(Dl))
 
     def split(self, p: dict, inc: Incumbent) -> dict:
-        """On the makespan (at the relaxed solution's own makespan when inside the interval, else the
-        midpoint) while the interval's share of the denominator is at least half the node's gap; else on
-        the fractional user of the knapsack relaxation (or the widest user's box in half)."""
+        """On the makespan (``d_split="relaxed"``: at the relaxed solution's own makespan when inside the
+        interval, else the midpoint; ``"midpoint"``: always the midpoint) while the interval's share of the
+        denominator is at least half the node's gap; else on the fractional user of the knapsack
+        relaxation (or the widest user's box in half)."""
         pDl, pDh, plo, phi = p["Dl"], p["Dh"], p["lo"], p["hi"]
         node_gap = (p["ub"] - inc.value) / p["ub"]
         w_rel = (pDh - pDl) / (pDl + self.c0 + self.t1 * plo.sum(axis=1))
@@ -323,7 +329,7 @@ class SyncSearch:
         rk = np.arange(len(pDl))
         m_user = np.where(by_user, p["split"], plo[rk, k_user] + (width[rk, k_user] - 1) // 2)
         pDx = p["Dx"]
-        inside = (pDx > pDl + 0.02 * (pDh - pDl)) & (pDx < pDh - 0.02 * (pDh - pDl))
+        inside = (pDx > pDl + 0.02 * (pDh - pDl)) & (pDx < pDh - 0.02 * (pDh - pDl)) & (self.d_split == "relaxed")
         D_cut = np.where(inside, pDx * (1 - 1e-11), 0.5 * (pDl + pDh))
         n = len(pDl)
         lo = np.vstack([plo, plo.copy()])
@@ -341,7 +347,7 @@ class SyncSearch:
 def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarray, L_inc, G_inc: float, *,
                           gap: float = 1e-9, time_limit_s: float = 10.0, max_nodes: int | None = None, batch: int = 64,
                           enum_max: int = 16, n_root: int = 16, tangent: bool = True,
-                          warm_start: bool = True) -> SearchResult:
+                          warm_start: bool = True, d_split: str = "relaxed") -> SearchResult:
     """Best-first branch-and-bound of model (A) from the incumbent ``(L_inc, G_inc)``: the engine of
     :func:`spinlib.control.search.best_first` on :class:`SyncSearch`.
 
@@ -358,6 +364,10 @@ def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarra
     tangent : the two-end node bound (default) or the one-end bound (:func:`sync_node_bounds`).
     warm_start : a child's multiplier search starts from its parent's multiplier (default; ``False``:
         every search starts cold, the reference of ``benchmarks/certified_scaling.py``).
+    d_split : where a makespan split cuts the interval (:data:`D_SPLITS`): ``"relaxed"`` (the default) at
+        the relaxed solution's own makespan when it is inside, else the midpoint; ``"midpoint"`` always at
+        the midpoint. Both certify the same problem; ``benchmarks/certified_scaling.py`` measures them
+        side by side (the midpoint needed fewer nodes there). The default keeps every committed result.
 
     Returns
     -------
@@ -365,9 +375,9 @@ def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarra
         ``x`` the lengths [K], ``value >= G_inc``; ``upper_bound >= G*`` (module docstring).
     """
     problem = SyncSearch(scenario, rates, table, enum_max=enum_max, n_root=n_root, tangent=tangent,
-                         warm_start=warm_start)
+                         warm_start=warm_start, d_split=d_split)
     return best_first(problem, np.asarray(L_inc, dtype=int), G_inc, gap=gap, time_limit_s=time_limit_s,
                       max_nodes=max_nodes, batch=batch)
 
 
-__all__ = ["sync_node_bounds", "branch_and_bound_sync", "BoundResult", "SyncSearch"]
+__all__ = ["sync_node_bounds", "branch_and_bound_sync", "BoundResult", "SyncSearch", "D_SPLITS"]

@@ -175,3 +175,58 @@ def test_warm_and_cold_multiplier_searches_certify_each_other():
         for w, r in runs.items():
             assert r.status == "optimal" and r.certificate.gap <= 1e-6, where
             assert r.upper_bound >= runs[not w].value * (1 - 1e-12), where
+
+
+def test_the_midpoint_split_certifies_against_exhaustive_search():
+    """``d_split="midpoint"`` (every makespan split at the interval's midpoint) searches another tree for
+    the same problem: on fresh random instances (K = 2..4, told to branch from server-only decoding) its
+    answer is never above the exhaustive optimum, its upper bound never below it, and a proven answer is
+    the optimum."""
+    from spinlib.acceptance import tokens_table
+    from spinlib.channel import RateModel
+    from spinlib.control.branch_and_bound import branch_and_bound_sync
+
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    proven = 0
+    for i in range(20):
+        s, L_max = draw_instance(rng)
+        ex = solve_exhaustive(s, L_max, "sync").goodput_tokens_per_s
+        rates, table = RateModel.of(s), tokens_table(s, L_max)
+        G0 = float(evaluate(s, solve(s, "server-only")).goodput_tokens_per_s)
+        r = branch_and_bound_sync(s, rates, table, np.zeros(s.num_users, dtype=int), G0, gap=1e-9,
+                                  time_limit_s=60, max_nodes=20_000, d_split="midpoint")
+        where = f"seed {seed}, instance {i}: K={s.num_users} L_max={L_max} G={r.value!r} ub={r.upper_bound!r} opt={ex!r}"
+        assert r.value <= ex * (1 + TOL) and r.upper_bound >= ex * (1 - TOL), where
+        if r.certificate.gap <= TOL:
+            proven += 1
+            assert r.value >= ex * (1 - TOL), where
+    assert proven >= 18, f"seed {seed}: only {proven} of 20 instances proven optimal"
+
+
+def test_the_two_makespan_splits_certify_each_other():
+    """The relaxed-makespan split (the default) and the midpoint split reach the requested gap on fresh
+    random instances (K = 20..60), and each one's upper bound covers the other's point; an unknown
+    split is one line naming the allowed ones."""
+    from spinlib.acceptance import tokens_table
+    from spinlib.channel import RateModel
+    from spinlib.control.branch_and_bound import D_SPLITS, branch_and_bound_sync
+
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    for i in range(3):
+        s = random_scenario(int(rng.integers(20, 61)), seed=int(rng.integers(1 << 31)),
+                            access_latency_s=float(10 ** rng.uniform(-2, -1)))
+        rates, table = RateModel.of(s), tokens_table(s, 12)
+        L0 = np.zeros(s.num_users, dtype=int)
+        G0 = float(evaluate(s, solve(s, "server-only")).goodput_tokens_per_s)
+        runs = {d: branch_and_bound_sync(s, rates, table, L0, G0, gap=1e-6, time_limit_s=60, max_nodes=5000,
+                                         d_split=d) for d in D_SPLITS}
+        where = f"seed {seed}, instance {i}"
+        for d, r in runs.items():
+            assert r.status == "optimal" and r.certificate.gap <= 1e-6, where
+            for other in runs.values():
+                assert r.upper_bound >= other.value * (1 - 1e-12), where
+    s = random_scenario(3, seed=1)
+    with pytest.raises(ValidationError, match=r"d_split must be one of relaxed, midpoint, got 'middle'"):
+        branch_and_bound_sync(s, RateModel.of(s), tokens_table(s, 8), np.zeros(3, dtype=int), 1.0, d_split="middle")
