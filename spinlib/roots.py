@@ -41,24 +41,27 @@ def newton_decreasing(fdf, lo, hi, x0=None, *, tol: float = 1e-13, f_tol: float 
         return _newton_rows(fdf, lo, hi, x, live, tol, f_tol, max_iter)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for _ in range(max_iter):
-            f, df = fdf(x)
-            pos = f > 0
-            lo = np.where(pos, x, lo)
-            hi = np.where(pos, hi, x)
-            step = f / df
-            x_new = x - step
-            bad = ~np.isfinite(x_new) | (x_new <= lo) | (x_new >= hi)
-            x_new = np.where(bad, 0.5 * (lo + hi), x_new)
-            # converged: a tiny Newton step where f is tiny too, or a collapsed bracket; a
-            # converged entry stays where it is (else a step landing on the bracket end would bisect)
-            scale = tol * (1.0 + np.abs(x))
-            conv = ((np.abs(step) <= scale) & (np.abs(f) <= f_tol)) | (hi - lo <= scale) | (f == 0)
-            x_new = np.where(conv, x, x_new)
-            moving = live & ~conv
-            x = x_new
-            if not moving.any():
+            x, lo, hi, conv = _step(x, *fdf(x), lo, hi, tol, f_tol)
+            if not (live & ~conv).any():
                 break
     return x, lo, hi
+
+
+def _step(x, f, df, lo, hi, tol, f_tol):
+    """One safeguarded Newton step of every entry given: the new iterate, the shrunk bracket and
+    whether the entry has converged (the one step both modes of :func:`newton_decreasing` take)."""
+    pos = f > 0
+    lo = np.where(pos, x, lo)
+    hi = np.where(pos, hi, x)
+    step = f / df
+    x_new = x - step
+    bad = ~np.isfinite(x_new) | (x_new <= lo) | (x_new >= hi)
+    x_new = np.where(bad, 0.5 * (lo + hi), x_new)
+    # converged: a tiny Newton step where f is tiny too, or a collapsed bracket; a
+    # converged entry stays where it is (else a step landing on the bracket end would bisect)
+    scale = tol * (1.0 + np.abs(x))
+    conv = ((np.abs(step) <= scale) & (np.abs(f) <= f_tol)) | (hi - lo <= scale) | (f == 0)
+    return np.where(conv, x, x_new), lo, hi, conv
 
 
 def _newton_rows(fdf, lo, hi, x, live, tol, f_tol, max_iter):
@@ -71,17 +74,6 @@ def _newton_rows(fdf, lo, hi, x, live, tol, f_tol, max_iter):
             if not todo.size:
                 break
             xs = x[todo]
-            f, df = fdf(xs, todo)
-            pos = f > 0
-            lo_s = np.where(pos, xs, lo[todo])
-            hi_s = np.where(pos, hi[todo], xs)
-            lo[todo], hi[todo] = lo_s, hi_s
-            step = f / df
-            x_new = xs - step
-            bad = ~np.isfinite(x_new) | (x_new <= lo_s) | (x_new >= hi_s)
-            x_new = np.where(bad, 0.5 * (lo_s + hi_s), x_new)
-            scale = tol * (1.0 + np.abs(xs))
-            conv = ((np.abs(step) <= scale) & (np.abs(f) <= f_tol)) | (hi_s - lo_s <= scale) | (f == 0)
-            x[todo] = np.where(conv, xs, x_new)
+            x[todo], lo[todo], hi[todo], conv = _step(xs, *fdf(xs, todo), lo[todo], hi[todo], tol, f_tol)
             todo = todo[~conv]
     return x.reshape(shape), lo.reshape(shape), hi.reshape(shape)

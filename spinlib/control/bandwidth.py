@@ -110,14 +110,23 @@ def min_makespan_bandwidth(scenario: Scenario, L, rates: RateModel | None = None
     flat = any_active & (hi - lo <= 1e-12 * np.abs(hi))
     width = np.where(any_active & ~flat, hi - lo, 1.0)
 
-    def log_excess(u):
-        """F(u) = log(sum_k b_k(D)/B) and dF/du, with db_k/dD = -(r_k / (D - L_k tau_k)) / R_k'(b_k)."""
-        D = lo + np.exp(u)
-        slack = D[..., None] - L * tau
+    # the Newton iteration evaluates only the length vectors still searching (each vector's root is its own)
+    Lr, lo_r, act_r = L.reshape(-1, L.shape[-1]), lo.reshape(-1), active.reshape(-1, L.shape[-1])
+    S_r = np.broadcast_to(S, L.shape).reshape(Lr.shape) if np.ndim(S) else S
+
+    def log_excess(u, idx=None):
+        """F(u) = log(sum_k b_k(D)/B) and dF/du, with db_k/dD = -(r_k / (D - L_k tau_k)) / R_k'(b_k), of every
+        length vector (``idx=None``: ``u`` of the batch's shape) or of the vectors ``idx`` (flat; ``u`` [len(idx)])."""
+        if idx is None:
+            Li, Si, act, lo_i = L, S, active, lo
+        else:
+            Li, Si, act, lo_i = Lr[idx], (S_r[idx] if np.ndim(S_r) else S_r), act_r[idx], lo_r[idx]
+        D = lo_i + np.exp(u)
+        slack = D[..., None] - Li * tau
         with np.errstate(divide="ignore", invalid="ignore"):
-            b = required_bandwidth(rates, S, L, tau, D[..., None])
-            r = L * S / slack
-            db = np.where(active, -(r / slack) / rates.derivative(b), 0.0)
+            b = required_bandwidth(rates, Si, Li, tau, D[..., None])
+            r = Li * Si / slack
+            db = np.where(act, -(r / slack) / rates.derivative(b), 0.0)
             tot = b.sum(axis=-1)
             return np.log(tot / B), np.exp(u) * db.sum(axis=-1) / tot
 
@@ -125,28 +134,10 @@ def min_makespan_bandwidth(scenario: Scenario, L, rates: RateModel | None = None
     with np.errstate(divide="ignore"):
         lo_br = np.max(np.where(active, L * (tau + S / rates.rate(np.full(L.shape, B))), 0.0), axis=-1)
     gap = np.clip(np.where(any_active & ~flat, lo_br - lo, 0.0), width * 1e-12, width)
-    # the Newton iteration evaluates only the length vectors still searching (each vector's root is its own)
-    Lr, lo_r, act_r = L.reshape(-1, L.shape[-1]), lo.reshape(-1), active.reshape(-1, L.shape[-1])
-    S_r = np.broadcast_to(S, L.shape).reshape(Lr.shape) if np.ndim(S) else S
-
-    def log_excess_rows(u, idx):
-        """:func:`log_excess` of the length vectors ``idx`` (flat) at ``u``: [len(idx)] each."""
-        Li, Si, act = Lr[idx], (S_r[idx] if np.ndim(S_r) else S_r), act_r[idx]
-        D = lo_r[idx] + np.exp(u)
-        slack = D[:, None] - Li * tau
-        with np.errstate(divide="ignore", invalid="ignore"):
-            b = required_bandwidth(rates, Si, Li, tau, D[:, None])
-            r = Li * Si / slack
-            db = np.where(act, -(r / slack) / rates.derivative(b), 0.0)
-            tot = b.sum(axis=-1)
-            return np.log(tot / B), np.exp(u) * db.sum(axis=-1) / tot
-
-    if np.ndim(rates.a) <= 1:  # per-user rates: each vector's root on its own rows
-        u, _, _ = newton_decreasing(log_excess_rows, np.log(gap), np.log(width), np.log(gap), tol=1e-14,
-                                    live=any_active & ~flat, rows=True)
-    else:  # a rate model per vector (RateModel.faded with h [..., K]): the whole batch at once
-        u, _, _ = newton_decreasing(log_excess, np.log(gap), np.log(width), np.log(gap), tol=1e-14,
-                                    live=any_active & ~flat)
+    # per-user rates: each vector on its own rows; a rate model per vector (RateModel.faded with h [..., K])
+    # has the batch's shape, so the whole batch is evaluated at once
+    u, _, _ = newton_decreasing(log_excess, np.log(gap), np.log(width), np.log(gap), tol=1e-14,
+                                live=any_active & ~flat, rows=np.ndim(rates.a) <= 1)
     # Newton may end on either side of the root: step to the side where sum_k b_k <= B (a steep need,
     # e.g. a user in a deep fade, may take more than one step: the step doubles until it is there)
     f, _ = log_excess(u)

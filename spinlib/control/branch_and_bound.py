@@ -189,12 +189,11 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
     x_feas = lo2.copy()
     x_over = lo2.copy()
     guess, mu_first = (mu0 if warm else None), None
-    increasing = costs_increase(costs, inbox)
-    p_first = int(lo2.max(initial=0)) + 1  # (every node's cheapest length stays, ok or not)
+    increasing = costs_increase(costs, inbox)  # (the needs do not change with the Dinkelbach ratio)
     for _ in range(n_dinkelbach):
         val = np.where(inbox, Nt - theta[:, None, None] * t1 * Ls[None, :, None], -np.inf)  # [M, P, K]
         # the long lengths that no multiplier picks are dropped: the same answer, bit for bit, faster
-        Pu = max(useful_lengths(val), p_first) if increasing else P
+        Pu = useful_lengths(val, lo2, increasing)
         c_u = costs[:, :, :Pu]
         dual = minimise_budget_dual(np.broadcast_to(val[:, :Pu], c_u.shape), c_u, B, theta * const_per_theta, lo2,
                                     ok, n_mu=n_mu, mu_tol=mu_tol, mu_guess=guess)

@@ -76,10 +76,12 @@ def costs_increase(cost, inbox) -> bool:
     return bool(np.all((cost[..., 1:, :] > cost[..., :-1, :]) | ~both))
 
 
-def useful_lengths(val) -> int:
-    """``P'``: no length ``p >= P'`` is any user's choice at any multiplier, at any end, when needs
-    increase strictly over the boxes (:func:`costs_increase`); ``val`` [M, P, K] (or [E, M, P, K]),
-    ``-inf`` outside the box.
+def useful_lengths(val, lo_idx, increasing: bool) -> int:
+    """``P'``: the lengths :func:`minimise_budget_dual` must see. ``val`` [M, P, K] (or [E, M, P, K]), ``-inf``
+    outside the box; ``lo_idx`` [M, K] the first length of each box; ``increasing``: whether the needs
+    increase strictly over the boxes (:func:`costs_increase`; else every length, ``P' = P``).
+
+    With increasing needs, no length ``p >= P'`` is any user's choice at any multiplier, at any end.
 
     Such a length has a shorter one ``q`` with ``val_q >= val_p`` and ``cost_q < cost_p``, so
     ``val_q - mu cost_q >= val_p - mu cost_p`` for every ``mu >= 0`` *in floating point too* (rounded
@@ -87,10 +89,12 @@ def useful_lengths(val) -> int:
     picked. Nor does it set the cold start's top multiplier: its exchange rate against the cheapest
     length is at most ``max(q's, 0)`` (``q`` is not the cheapest, else ``val_p <= val_lo`` and the rate is
     ``<= 0``; the top multiplier is at least 0). This needs ``lo_idx`` to be the first length of each box,
-    as the callers' ``argmax`` of the box makes it, and ``P' > max(lo_idx)`` (the callers take the larger).
-    Dropping the lengths ``p >= P'`` therefore changes no bit of :func:`minimise_budget_dual`'s answer and
-    shortens each of its passes (the long lengths of a saturating ``E[N](L)`` are dominated)."""
+    as the callers' ``argmax`` of the box makes it, and ``P' > max(lo_idx)`` (kept, for every node, searched
+    or not). Dropping the lengths ``p >= P'`` therefore changes no bit of :func:`minimise_budget_dual`'s
+    answer and shortens each of its passes (the long lengths of a saturating ``E[N](L)`` are dominated)."""
     v = np.asarray(val)
+    if not increasing:
+        return v.shape[-2]
     run = v[..., 0, :].copy()  # the best value of the shorter lengths
     last = 0
     for p in range(1, v.shape[-2]):
@@ -98,7 +102,7 @@ def useful_lengths(val) -> int:
         if np.any(v_p > run):
             last = p
         np.maximum(run, v_p, out=run)
-    return last + 1
+    return max(last + 1, int(np.max(lo_idx, initial=0)) + 1)
 
 
 def _ends(val, cost, B: float, const, mu):

@@ -169,7 +169,7 @@ def _node_bounds(u, w, price, c0, rates, tau, S, B, Dl, Dh, lo, hi, n_mu: int = 
     const2 = -price * (ends + c0)  # [2, M]
     val2 = np.where(inbox[None], val2, -np.inf)
     # the long lengths that no multiplier picks are dropped (the same answer, bit for bit: lagrangian.useful_lengths)
-    Pu = max(useful_lengths(val2), int(lo2.max(initial=0)) + 1) if costs_increase(cost2, inbox) else P
+    Pu = useful_lengths(val2, lo2, costs_increase(cost2, inbox))
     dual = minimise_budget_dual(val2[:, :, :Pu], cost2[:, :, :Pu], B, const2, lo2, ok, n_mu=n_mu)
     upper = np.where(ok, dual.phi, -np.inf)
     x_feas, x_over = dual.x_under, dual.x_over

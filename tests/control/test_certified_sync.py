@@ -153,10 +153,10 @@ def test_node_budget_gives_the_same_answer_whatever_the_clock(policy):
     assert a.info["status"] in ("optimal", "node_limit") and a.info["bnb_nodes"] <= 64 + 2 * 8
 
 
-def test_warm_and_cold_multiplier_searches_certify_each_other():
-    """The warm start (a node's multiplier search from its parent's multiplier) changes where the search
-    looks, not what it proves: on fresh random instances (K = 20..60, told to branch) the warm and the cold
-    search each reach the requested gap, and each one's upper bound covers the other's point."""
+def certify_each_other(variants: dict) -> None:
+    """Model A's branch-and-bound with each keyword set of ``variants`` (name -> keywords), from
+    server-only decoding, on 3 fresh random instances (K = 20..60, told to branch): every variant reaches
+    the requested gap, and every one's upper bound covers every other's point."""
     from spinlib.acceptance import tokens_table
     from spinlib.channel import RateModel
     from spinlib.control.branch_and_bound import branch_and_bound_sync
@@ -169,12 +169,20 @@ def test_warm_and_cold_multiplier_searches_certify_each_other():
         rates, table = RateModel.of(s), tokens_table(s, 12)
         L0 = np.zeros(s.num_users, dtype=int)
         G0 = float(evaluate(s, solve(s, "server-only")).goodput_tokens_per_s)
-        runs = {w: branch_and_bound_sync(s, rates, table, L0, G0, gap=1e-6, time_limit_s=60, max_nodes=5000,
-                                         warm_start=w) for w in (True, False)}
+        runs = {name: branch_and_bound_sync(s, rates, table, L0, G0, gap=1e-6, time_limit_s=60, max_nodes=5000, **kw)
+                for name, kw in variants.items()}
         where = f"seed {seed}, instance {i}"
-        for w, r in runs.items():
-            assert r.status == "optimal" and r.certificate.gap <= 1e-6, where
-            assert r.upper_bound >= runs[not w].value * (1 - 1e-12), where
+        for name, r in runs.items():
+            assert r.status == "optimal" and r.certificate.gap <= 1e-6, f"{where}, {name}"
+            for other in runs.values():
+                assert r.upper_bound >= other.value * (1 - 1e-12), f"{where}, {name}"
+
+
+def test_warm_and_cold_multiplier_searches_certify_each_other():
+    """The warm start (a node's multiplier search from its parent's multiplier) changes where the search
+    looks, not what it proves: the warm and the cold search each reach the requested gap, and each one's
+    upper bound covers the other's point (:func:`certify_each_other`)."""
+    certify_each_other({"warm": {"warm_start": True}, "cold": {"warm_start": False}})
 
 
 def test_the_midpoint_split_certifies_against_exhaustive_search():
@@ -205,28 +213,14 @@ def test_the_midpoint_split_certifies_against_exhaustive_search():
 
 
 def test_the_two_makespan_splits_certify_each_other():
-    """The relaxed-makespan split (the default) and the midpoint split reach the requested gap on fresh
-    random instances (K = 20..60), and each one's upper bound covers the other's point; an unknown
-    split is one line naming the allowed ones."""
+    """The relaxed-makespan split (the default) and the midpoint split each reach the requested gap, and
+    each one's upper bound covers the other's point (:func:`certify_each_other`); an unknown split is
+    one line naming the allowed ones."""
     from spinlib.acceptance import tokens_table
     from spinlib.channel import RateModel
     from spinlib.control.branch_and_bound import D_SPLITS, branch_and_bound_sync
 
-    seed = fresh_seed()
-    rng = np.random.default_rng(seed)
-    for i in range(3):
-        s = random_scenario(int(rng.integers(20, 61)), seed=int(rng.integers(1 << 31)),
-                            access_latency_s=float(10 ** rng.uniform(-2, -1)))
-        rates, table = RateModel.of(s), tokens_table(s, 12)
-        L0 = np.zeros(s.num_users, dtype=int)
-        G0 = float(evaluate(s, solve(s, "server-only")).goodput_tokens_per_s)
-        runs = {d: branch_and_bound_sync(s, rates, table, L0, G0, gap=1e-6, time_limit_s=60, max_nodes=5000,
-                                         d_split=d) for d in D_SPLITS}
-        where = f"seed {seed}, instance {i}"
-        for d, r in runs.items():
-            assert r.status == "optimal" and r.certificate.gap <= 1e-6, where
-            for other in runs.values():
-                assert r.upper_bound >= other.value * (1 - 1e-12), where
+    certify_each_other({d: {"d_split": d} for d in D_SPLITS})
     s = random_scenario(3, seed=1)
     with pytest.raises(ValidationError, match=r"d_split must be one of relaxed, midpoint, got 'middle'"):
         branch_and_bound_sync(s, RateModel.of(s), tokens_table(s, 8), np.zeros(3, dtype=int), 1.0, d_split="middle")

@@ -182,7 +182,8 @@ def test_dropping_the_dominated_lengths_changes_no_bit():
         P = val.shape[2]
         inbox = np.isfinite(val[0])
         assert costs_increase(cost, inbox), f"seed {seed}, instance {i}"  # draw's needs increase
-        Pu = max(useful_lengths(val), int(lo.max()) + 1)
+        Pu = useful_lengths(val, lo, True)
+        assert useful_lengths(val, lo, False) == P  # needs not known to increase: every length
         trimmed += Pu < P
         for mu in (np.zeros(len(ok)), rng.exponential(1.0, len(ok)), rng.exponential(100.0, len(ok))):
             assert _ends(val, cost, B, const, mu)[0].max() < Pu, f"seed {seed}, instance {i}: a long length picked"

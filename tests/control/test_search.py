@@ -202,8 +202,8 @@ def test_node_bounds_drop_only_lengths_that_change_no_bit(monkeypatch):
     rng = np.random.default_rng(seed)
     dropped = []
 
-    def counting(val):
-        P_u = useful_lengths(val)
+    def counting(val, lo_idx, increasing):
+        P_u = useful_lengths(val, lo_idx, increasing)
         dropped.append(P_u < np.shape(val)[-2])
         return P_u
 
@@ -226,7 +226,7 @@ def test_node_bounds_drop_only_lengths_that_change_no_bit(monkeypatch):
         monkeypatch.setattr(rp, "useful_lengths", counting)
         short = [sync_node_bounds(s, rates, table, Dl, Dh, lo, hi, theta, tangent=t) for t in (True, False)]
         short_rp = rp._node_bounds(*args_rp)
-        keep_all = lambda val: np.shape(val)[-2]  # noqa: E731
+        keep_all = lambda val, lo_idx, increasing: np.shape(val)[-2]  # noqa: E731
         monkeypatch.setattr(bb, "useful_lengths", keep_all)
         monkeypatch.setattr(rp, "useful_lengths", keep_all)
         full = [sync_node_bounds(s, rates, table, Dl, Dh, lo, hi, theta, tangent=t) for t in (True, False)]
