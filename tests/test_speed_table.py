@@ -75,13 +75,19 @@ def _docs():
     run = {"wall_s": 0.5, "nodes": 40, "gap": 5e-5, "status": "optimal", "goodput": 1.0, "upper_bound": 1.00005}
     certified = {**_common("certified_scaling"), "gap": 1e-4, "L_max": 16, "time_limit_s": 60.0, "max_nodes": 2000,
                  "family": "scaled random_scenario", "rows": [
-                     {"K": K, "instance": 0, "two_end": {**run, "wall_s": 0.5 * (K / 123) ** 1.5},
+                     {"K": K, "instance": 0, "solver_search": {**run, "wall_s": 0.2 * (K / 123) ** 1.1, "nodes": 36},
+                      "two_end": {**run, "wall_s": 0.5 * (K / 123) ** 1.5},
                       "two_end_cold": {**run, "wall_s": 0.8 * (K / 123) ** 2, "nodes": 44},
                       "one_end": {**run, "wall_s": 60.0, "nodes": 400, "gap": 2e-4, "status": "time_limit"},
                       "two_end_mid": {**run, "wall_s": 0.3 * (K / 123) ** 1.25, "nodes": 30},
                       "solver": {"wall_s": 0.6 * K / 123, "gap": 5e-5, "status": "gap_limit", "nodes": 40,
                                  "drafting_share": 0.9}} for K in (123, 1230)],
-                 "exhaustive_max_vectors": 5000,
+                 "exhaustive_max_vectors": 5000, "threads": 2, "per_node_users": 3000,
+                 "variants": {"solver_search": "the solver's search", "solver_batch": "the solver's search, one batch pass",
+                              "two_end": "two-end bound, relaxed-makespan cut, refined",
+                              "two_end_cold": "the same, cold multiplier searches",
+                              "one_end": "one-end bound (the reference)",
+                              "two_end_mid": "two-end bound, midpoint cut, refined"},
                  "tiny": [{"K": 2, "L_max": 8, "vectors": 81,
                            "default": {"wall_s": 0.002, "search": "exhaustive", "gap": 0.0, "goodput": 10.0},
                            "branch_and_bound": {"wall_s": 0.04, "search": "branch-and-bound", "gap": 0.0,
@@ -233,15 +239,19 @@ def test_certified_section_reports_the_status_the_solver_would(tmp_path):
     assert "0.50, 40, 5.0e-05, gap_limit" in row and "60.0, 400, 2.0e-04, time_limit" in row and "90%" in row
     assert "| 0.80, 44, 5.0e-05, gap_limit |" in row  # the cold reference in its own column
     assert "| 0.30, 30, 5.0e-05, gap_limit |" in row  # the midpoint split in its own column
+    assert row.startswith("| 123 | 0 | 0.20, 36, 5.0e-05, gap_limit | not run | 0.50, 40,"), row  # solver's, no batch run
+    assert "above 3,000 users one node per bound call on every core, 2 here" in text
 
 
 def test_certified_section_states_the_growth_and_the_tiny_dispatch(tmp_path):
     """The growth exponents are fitted from the rows (times built as K^1.5, K^2 and K^1 here); a tiny row
     says which search ran and whether the two goodputs agree (to 1e-8)."""
     text = ST.section(_write(tmp_path / "b", _docs()))
-    assert ("warm two-end search K^1.50 over K = 123 to 1,230 (K^1.50 between 123 and 1,230); cold K^2.00 over "
-            "K = 123 to 1,230 (K^2.00 between 123 and 1,230); midpoint split K^1.25 over K = 123 to 1,230 (K^1.25 "
-            "between 123 and 1,230); whole solver K^1.00 over K = 123 to 1,230 (K^1.00 between 123 and 1,230)") in text
+    assert ("the solver's search K^1.10 over K = 123 to 1,230 (K^1.10 between 123 and 1,230); the search before "
+            "K^1.50 over K = 123 to 1,230 (K^1.50 between 123 and 1,230); its cold reference K^2.00 over "
+            "K = 123 to 1,230 (K^2.00 between 123 and 1,230); its midpoint-cut variant K^1.25 over K = 123 to 1,230 "
+            "(K^1.25 between 123 and 1,230); whole solver K^1.00 over K = 123 to 1,230 (K^1.00 between 123 and "
+            "1,230)") in text
     assert "| 2 | 8 | 81 | 2.00, exhaustive | 40.0 | yes |" in text
     assert "| 3 | 8 | 729 | 10.0, exhaustive | 50.0 | no |" in text
 
@@ -254,15 +264,16 @@ def test_certified_section_largest_K_and_the_speed_goal(tmp_path):
     docs = _docs()
     c = docs["certified_scaling"]
     run = c["rows"][0]["two_end"]
-    c["rows"] += [{"K": 12300, "instance": i, "two_end": {**run, "wall_s": 0.5 * 100 ** 1.5, "status": "time_limit"},
+    c["rows"] += [{"K": 12300, "instance": i, "solver_search": {**run, "wall_s": 0.2 * 100 ** 1.1, "nodes": 36},
+                   "two_end": {**run, "wall_s": 0.5 * 100 ** 1.5, "status": "time_limit"},
                    "solver": {"wall_s": w, "gap": 5e-5, "status": "gap_limit", "nodes": 40, "drafting_share": 0.9}}
                   for i, w in enumerate((9.0, 11.0, 30.0))]
     c["goals_s"] = {"1230": 1.0, "12300": 15.0, "99999": 2.0}
     text = ST.section(_write(tmp_path / "b", docs))
     row = _row(text, "| 12,300 | 1 |")
-    assert row.count("not run") == 3 and "| 11.0 |" in row, row  # the two references and the midpoint split
-    assert ("warm two-end search K^1.50 over K = 123 to 12,300 (K^1.50 between 1,230 and 12,300; at least: a run "
+    assert row.count("not run") == 4 and "| 11.0 |" in row, row  # its batch pass, the two references, the midpoint cut
+    assert ("the search before K^1.50 over K = 123 to 12,300 (K^1.50 between 1,230 and 12,300; at least: a run "
             "at K = 12,300 stopped at the time limit)") in text
-    assert "cold K^2.00 over K = 123 to 1,230 (K^2.00 between 123 and 1,230)" in text
+    assert "its cold reference K^2.00 over K = 123 to 1,230 (K^2.00 between 123 and 1,230)" in text
     assert ("Speed goal of the whole solver (issue 23): K = 1,230 under 1.00 s: median 6.00 s, not met; "
             "K = 12,300 under 15.0 s: median 11.0 s, met; K = 99,999 under 2.00 s: not measured.") in text, text

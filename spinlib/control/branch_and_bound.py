@@ -70,14 +70,23 @@ at least half the node's gap, and otherwise on a user whose two Lagrangian choic
 fractional user of the knapsack relaxation). Boxes of at most ``enum_max`` vectors are enumerated
 with their exact bandwidth split (the exact maximum over the box: a valid bound, and a candidate).
 A node is discarded when its bound is ``<= G_inc (1 + gap)``; each bounded node also offers its
-under-budget Lagrangian choice (feasible at ``D_hi``) as a candidate, evaluated exactly. The upper
-bound returned is ``max(G_inc, bounds of every discarded or open node)``: each vector of
+under-budget Lagrangian choice (feasible at ``D_hi``) as a candidate, evaluated exactly (with the
+midpoint split, whose cuts need no makespans, only where its goodput bound ``x_feas_upper`` exceeds the
+incumbent: a choice below it cannot be taken). The upper bound returned is ``max(G_inc, bounds of every discarded or open node)``: each vector of
 ``{0..L_max}^K`` lies in a node that was enumerated, discarded with a bound, or is still open.
+
+At thousands of users two options save most of the time (``benchmarks/certified_scaling.py``):
+``refine_open=False`` stops a node's multiplier search and Dinkelbach steps once the node is proven to
+stay open (it is split whatever its bound), and ``per_node=True`` bounds each node by its own call, on
+threads: a node's bound then depends on that node alone, so the answer is the same bit for bit on any
+number of threads. :func:`spinlib.control.heterogeneous.sync_search_settings` chooses them by K.
 """
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -103,6 +112,10 @@ class BoundResult:
     split_at : [M] the length to split that user's box after (children ``<= m`` and ``> m``).
     lo, hi : [M, K] the tightened boxes.
     mu : [M] the budget multiplier of the first Dinkelbach step (the children's first guess).
+    x_feas_upper : [M] an upper bound on the exact goodput of ``x_feas`` [token/s] (``inf``: none, the
+        one-end bound): its makespan is at least ``D_hi - (B - sum_k b_k(x_k, D_hi)) / sum_k s_k`` (the needs'
+        tangents at ``D_hi``, ``s_k = -db_k/dD``, lie below the convex needs and must reach B at the
+        makespan; the slack taken ``>= 0``) and at least every drafting user's ``x_k tau_k``.
     """
 
     upper: np.ndarray
@@ -112,11 +125,12 @@ class BoundResult:
     lo: np.ndarray
     hi: np.ndarray
     mu: np.ndarray
+    x_feas_upper: np.ndarray
 
 
 def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_lo, D_hi, lo, hi, theta0,
                      n_dinkelbach: int = 3, n_mu: int = 40, tangent: bool = True, mu_tol: float = 1e-12,
-                     mu0=None, warm: bool = True) -> BoundResult:
+                     mu0=None, warm: bool = True, refine_open: bool = True) -> BoundResult:
     """Lagrangian/Dinkelbach upper bounds of model (A) on M nodes at once (see the module docstring).
 
     Parameters
@@ -135,6 +149,10 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
         Dinkelbach step starts from the previous step's multiplier (:func:`minimise_budget_dual`'s
         ``mu_guess``: where to look first, never what is valid).
     warm : ``False``: every multiplier search starts cold (``mu0`` ignored; the reference).
+    refine_open : ``False``: a node proven to stay open (at a ratio ``theta >= theta0``, the multiplier
+        search's lower bound on ``min_mu Phi(theta, mu)`` is ``> 0``, so every bound of this relaxation
+        exceeds ``theta0``) keeps the first valid bound found instead of searching on for the smallest: for
+        a search that splits such a node whatever its bound. Default ``True``: every bound is refined.
 
     Where the needs increase over every box (:func:`spinlib.control.lagrangian.costs_increase`; else
     every length is searched), each multiplier search sees only the lengths up to the last one that
@@ -196,7 +214,7 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
         Pu = useful_lengths(val, lo2, increasing)
         c_u = costs[:, :, :Pu]
         dual = minimise_budget_dual(np.broadcast_to(val[:, :Pu], c_u.shape), c_u, B, theta * const_per_theta, lo2,
-                                    ok, n_mu=n_mu, mu_tol=mu_tol, mu_guess=guess)
+                                    ok, n_mu=n_mu, mu_tol=mu_tol, mu_guess=guess, stop_above_zero=not refine_open)
         guess = dual.mu if warm else None
         mu_first = dual.mu if mu_first is None else mu_first
         phi_best = dual.phi
@@ -210,7 +228,7 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
         num = lam * table[cols, x_over].sum(axis=1) + (1 - lam) * table[cols, x_feas].sum(axis=1)
         den = den0[-1] + t1 * (lam * x_over.sum(axis=1) + (1 - lam) * x_feas.sum(axis=1))
         new_theta = num / den
-        if not np.any(ok & (phi_best > 0) & (new_theta > theta * (1 + 1e-15))):
+        if not np.any(ok & (phi_best > 0) & (new_theta > theta * (1 + 1e-15)) & ~dual.above):
             break
         theta = np.where(phi_best > 0, np.maximum(theta, new_theta), theta)
     upper = np.where(ok, upper, -np.inf)
@@ -218,7 +236,26 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
     frac_user = np.where(diff.any(axis=1), np.argmax(diff, axis=1), -1)
     fk = np.maximum(frac_user, 0)
     split_at = np.minimum(x_over[np.arange(M), fk], x_feas[np.arange(M), fk])
-    return BoundResult(upper, x_feas, frac_user, split_at, lo2, hi2, mu_first)
+    feas_upper = np.full(M, np.inf)
+    if tangent:  # the under-budget choice's makespan is at least where its needs' tangents reach B
+        at = x_feas[:, None, :]
+        slack = np.maximum(B - np.take_along_axis(cost, at, axis=1)[:, 0].sum(axis=1), 0.0)
+        slope = np.take_along_axis(s, at, axis=1)[:, 0].sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            D_lb = np.where(slope > 0, Dh - slack / slope, 0.0)
+        D_lb = np.maximum(D_lb, (x_feas * tau[None, :]).max(axis=1, initial=0.0))
+        feas_upper = np.where(ok, sync_goodput(scenario, x_feas, table[cols, x_feas], D_lb), np.inf)
+    return BoundResult(upper, x_feas, frac_user, split_at, lo2, hi2, mu_first, feas_upper)
+
+
+def stack_bounds(parts: list[BoundResult]) -> BoundResult:
+    """The node bounds of several :func:`sync_node_bounds` calls, in order, as one :class:`BoundResult`."""
+    return BoundResult(*[np.concatenate([getattr(r, f.name) for r in parts]) for f in fields(BoundResult)])
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def enumerate_boxes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -240,10 +277,14 @@ class SyncSearch:
     """
 
     def __init__(self, scenario: Scenario, rates: RateModel, table: np.ndarray, *, enum_max: int = 16,
-                 n_root: int = 16, tangent: bool = True, warm_start: bool = True, d_split: str = "relaxed"):
+                 n_root: int = 16, tangent: bool = True, warm_start: bool = True, d_split: str = "relaxed",
+                 per_node: bool = False, threads: int | None = None, refine_open: bool = True):
         if d_split not in D_SPLITS:
             raise ValidationError(f"d_split must be one of {', '.join(D_SPLITS)}, got {d_split!r}")
-        self.d_split = d_split
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1):
+            raise ValidationError(f"threads must be an integer >= 1 (or None: every core), got {threads!r}")
+        self.d_split, self.per_node, self.refine_open = d_split, bool(per_node), bool(refine_open)
+        self.threads = available_cores() if threads is None else int(threads)
         self.scenario, self.rates, self.table = scenario, rates, table
         self.K, P = table.shape
         self.L_max = P - 1
@@ -254,6 +295,21 @@ class SyncSearch:
     def evaluate(self, L: np.ndarray) -> np.ndarray:
         """Exact goodput [token/s] of length vectors ``L`` [n, K] with their minimal-makespan split."""
         return self._goodput_and_makespan(L)[0]
+
+    def _map(self, fn, items: list) -> list:
+        """``[fn(i) for i in items]``, on ``threads`` threads when ``per_node`` (in order)."""
+        n = min(self.threads, len(items)) if self.per_node else 1
+        if n <= 1:
+            return [fn(i) for i in items]
+        with ThreadPoolExecutor(n) as pool:
+            return list(pool.map(fn, items))
+
+    def _makespans(self, L: np.ndarray) -> np.ndarray:
+        """``D*(L)`` [n] of length vectors ``L`` [n, K]; in row chunks on the threads when ``per_node`` (each
+        vector's makespan is its own, bit for bit, whatever the batch beside it: tested)."""
+        chunks = [c for c in np.array_split(np.arange(len(L)), min(self.threads, len(L)) if self.per_node else 1) if c.size]
+        parts = self._map(lambda c: np.asarray(min_makespan_bandwidth(self.scenario, L[c], self.rates)[0]), chunks)
+        return np.concatenate(parts) if parts else np.zeros(0)
 
     def _goodput_and_makespan(self, L: np.ndarray):
         D, _ = min_makespan_bandwidth(self.scenario, L, self.rates)
@@ -285,12 +341,11 @@ class SyncSearch:
         # tighten the interval to [D*(lo), D*(hi)] where a box corner is new (an unchanged corner's makespan
         # already bounds the parent's interval, which the child inherits); enumerate the small boxes exactly
         lo_new, hi_new = nodes["lo_new"], nodes["hi_new"]
-        if lo_new.any():
-            Dl = Dl.copy()
-            Dl[lo_new] = np.maximum(Dl[lo_new], np.asarray(min_makespan_bandwidth(sc, lo[lo_new], rates)[0]) * (1 - SAFETY))
-        if hi_new.any():
-            Dh = Dh.copy()
-            Dh[hi_new] = np.minimum(Dh[hi_new], np.asarray(min_makespan_bandwidth(sc, hi[hi_new], rates)[0]))
+        if lo_new.any() or hi_new.any():
+            corners = self._makespans(np.vstack([lo[lo_new], hi[hi_new]]))
+            Dl, Dh = Dl.copy(), Dh.copy()
+            Dl[lo_new] = np.maximum(Dl[lo_new], corners[:lo_new.sum()] * (1 - SAFETY))
+            Dh[hi_new] = np.minimum(Dh[hi_new], corners[lo_new.sum():])
         keep = Dl <= Dh
         Dl, Dh, lo, hi, mu = Dl[keep], Dh[keep], lo[keep], hi[keep], nodes["mu"][keep]
         small = np.log(hi - lo + 1).sum(axis=1) <= np.log(self.enum_max) + 1e-9
@@ -300,14 +355,27 @@ class SyncSearch:
             Dl, Dh, lo, hi, mu = Dl[~small], Dh[~small], lo[~small], hi[~small], mu[~small]
         if not len(Dl):
             return {}, closed, 0
-        res = sync_node_bounds(sc, rates, self.table, Dl, Dh, lo, hi, inc.threshold,
-                               mu_tol=max(1e-12, 1e-3 * inc.gap), tangent=self.tangent,
-                               mu0=mu, warm=self.warm_start)
-        feas = res.upper > -np.inf
-        Dx = np.zeros(len(Dl))
+
+        def bound(rows):  # the node bounds of the rows, and their under-budget choices' exact goodput and makespan
+            res = sync_node_bounds(sc, rates, self.table, Dl[rows], Dh[rows], lo[rows], hi[rows], inc.threshold,
+                                   mu_tol=max(1e-12, 1e-3 * inc.gap), tangent=self.tangent, mu0=mu[rows],
+                                   warm=self.warm_start, refine_open=self.refine_open)
+            feas = res.upper > -np.inf
+            if self.d_split == "midpoint":  # no cut needs the makespans: skip the choices that cannot improve
+                feas &= res.x_feas_upper * (1 + 1e-9) > inc.value
+            G, Dx = np.full(len(res.upper), -np.inf), np.zeros(len(res.upper))
+            if feas.any():
+                G[feas], Dx[feas] = self._goodput_and_makespan(res.x_feas[feas])
+            return res, G, Dx
+
+        if self.per_node:  # one node per call: its bound depends on it alone, so the threads change no bit
+            parts = self._map(bound, [slice(m, m + 1) for m in range(len(Dl))])
+            res, G, Dx = stack_bounds([p[0] for p in parts]), *(np.concatenate([p[i] for p in parts]) for i in (1, 2))
+        else:
+            res, G, Dx = bound(slice(None))
+        feas = G > -np.inf
         if feas.any():  # the under-budget choices: candidates, and their makespans place the interval cuts
-            G, Dx[feas] = self._goodput_and_makespan(res.x_feas[feas])
-            inc.consider(res.x_feas[feas], G)
+            inc.consider(res.x_feas[feas], G[feas])
         moved = {"lo_moved": (res.lo != lo).any(axis=1), "hi_moved": (res.hi != hi).any(axis=1)}  # tightened corners
         return ({"Dl": Dl, "Dh": Dh, "lo": res.lo, "hi": res.hi, "ub": res.upper, "frac": res.frac_user, **moved,
                  "split": res.split_at, "Dx": Dx, "mu": res.mu}, closed, len(Dl))
@@ -346,7 +414,8 @@ class SyncSearch:
 def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarray, L_inc, G_inc: float, *,
                           gap: float = 1e-9, time_limit_s: float = 10.0, max_nodes: int | None = None, batch: int = 64,
                           enum_max: int = 16, n_root: int = 16, tangent: bool = True,
-                          warm_start: bool = True, d_split: str = "relaxed") -> SearchResult:
+                          warm_start: bool = True, d_split: str = "relaxed", per_node: bool = False,
+                          threads: int | None = None, refine_open: bool = True) -> SearchResult:
     """Best-first branch-and-bound of model (A) from the incumbent ``(L_inc, G_inc)``: the engine of
     :func:`spinlib.control.search.best_first` on :class:`SyncSearch`.
 
@@ -367,6 +436,17 @@ def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarra
         the relaxed solution's own makespan when it is inside, else the midpoint; ``"midpoint"`` always at
         the midpoint. Both certify the same problem; ``benchmarks/certified_scaling.py`` measures them
         side by side (the midpoint needed fewer nodes there). The default keeps every committed result.
+    per_node : bound each node by its own :func:`sync_node_bounds` call (default ``False``: the nodes of a
+        batch in one vectorised pass). A node's bound then depends on that node alone, not on the batch
+        beside it (a batch's Dinkelbach steps and dense or sparse multiplier passes are shared, which moves
+        the last bits), so ``threads`` bound the nodes of a batch in parallel and the answer is the same bit
+        for bit for any number of threads (tested). Worth it at thousands of users, where one node's arrays
+        are large enough for NumPy to run at full speed; at tens of users the batch pass is faster.
+    threads : threads of ``per_node`` (``None``: every core this process may use; an integer >= 1). Only
+        the time depends on it.
+    refine_open : ``False``: a node proven to stay open keeps the first valid bound found
+        (:func:`sync_node_bounds`); it is split whatever its bound, so only the search's order and the
+        open nodes' bounds at a node or time limit can change (the certificate stays valid).
 
     Returns
     -------
@@ -374,9 +454,11 @@ def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarra
         ``x`` the lengths [K], ``value >= G_inc``; ``upper_bound >= G*`` (module docstring).
     """
     problem = SyncSearch(scenario, rates, table, enum_max=enum_max, n_root=n_root, tangent=tangent,
-                         warm_start=warm_start, d_split=d_split)
+                         warm_start=warm_start, d_split=d_split, per_node=per_node, threads=threads,
+                         refine_open=refine_open)
     return best_first(problem, np.asarray(L_inc, dtype=int), G_inc, gap=gap, time_limit_s=time_limit_s,
                       max_nodes=max_nodes, batch=batch)
 
 
-__all__ = ["sync_node_bounds", "branch_and_bound_sync", "BoundResult", "SyncSearch", "D_SPLITS"]
+__all__ = ["sync_node_bounds", "branch_and_bound_sync", "BoundResult", "SyncSearch", "D_SPLITS", "available_cores",
+           "stack_bounds"]

@@ -84,7 +84,8 @@ POLISH_MAX_USERS = 32  # local search on L runs up to this K (beyond, the Lagran
 PAIR_MOVES_MAX_USERS = 8
 BNB_FULL_USERS = 64  # branch-and-bound to the tolerance up to this K (beyond, a short certifying run)
 BNB_NODE_WORK = 400_000  # node budget x K of the branch-and-bound up to BNB_FULL_USERS users
-LARGE_K_NODE_WORK = 40_000  # node budget x K above BNB_FULL_USERS (about 0.6 s on this 2-core machine)
+LARGE_K_NODE_WORK = 40_000  # node budget x K above BNB_FULL_USERS (at least 64 nodes: node_budget)
+PER_NODE_USERS = 3_000  # above, each node is bounded on its own, in threads (measured crossover, see below)
 
 
 def node_budget(K: int) -> int:
@@ -231,6 +232,22 @@ def _polish(polish: bool | None, K: int) -> bool:
     return polish if polish is not None else K <= POLISH_MAX_USERS
 
 
+def sync_search_settings(K: int) -> dict:
+    """The branch-and-bound settings :func:`solve_heterogeneous_sync` uses at ``K`` users.
+
+    * up to :data:`BNB_FULL_USERS`: batches of 64 nodes, 16 root intervals, makespan cuts at the relaxed
+      solution's own makespan, every bound refined (the settings every committed small-K result holds);
+    * above: batches of 8, 4 root intervals, every makespan cut at the interval's midpoint, and a node
+      proven to stay open keeps its first valid bound (``refine_open=False``); measured faster at
+      K = 100 to 100,000 (``benchmarks/certified_scaling.py``: fewer nodes, fewer multiplier searches);
+    * above :data:`PER_NODE_USERS` also one node per bound call, on every core (``per_node``: the same bits
+      on any number of threads); below it one node's arrays are too small and the batch pass is faster.
+    """
+    if K <= BNB_FULL_USERS:
+        return {"batch": 64, "n_root": 16}
+    return {"batch": 8, "n_root": 4, "d_split": "midpoint", "refine_open": False, "per_node": K > PER_NODE_USERS}
+
+
 def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateModel | None = None,
                              polish: bool | None = None, gap: float = 1e-9,
                              time_limit_s: float = 10.0, max_nodes: int | None = None,
@@ -243,7 +260,7 @@ def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateMod
     :func:`spinlib.control.branch_and_bound.branch_and_bound_sync`, which improves it and proves a
     bound on the optimum, within a node budget (:func:`node_budget`; a short certifying run above
     :data:`BNB_FULL_USERS` users) and the wall-clock safety limit ``time_limit_s``, and reports the
-    gap it certified. Up to ``exhaustive_max`` length vectors (``(L_max+1)^K``) every vector is
+    gap it certified (settings by K: :func:`sync_search_settings`). Up to ``exhaustive_max`` length vectors (``(L_max+1)^K``) every vector is
     evaluated instead (:func:`spinlib.control.search.exhaustive`: cheaper there, gap 0).
 
     Parameters
@@ -295,7 +312,7 @@ def solve_heterogeneous_sync(scenario: Scenario, L_max: int = 16, rates: RateMod
         )
     limit = max(0.0, time_limit_s - (time.perf_counter() - t_start))
     bnb = branch_and_bound_sync(scenario, rates, table, best_L, best_G, gap=gap, time_limit_s=limit,
-                                max_nodes=nodes, batch=8 if big else 64, n_root=4 if big else 16)
+                                max_nodes=nodes, **sync_search_settings(K))
     return _sync_allocation(scenario, rates, table, bnb, sweeps, hom)
 
 
@@ -449,6 +466,7 @@ def heterogeneous_async(scenario: Scenario, L_max: int = 16, gap: float = 1e-9,
 
 __all__ = [
     "solve_heterogeneous_sync",
+    "sync_search_settings",
     "solve_heterogeneous_async",
     "evaluate_sync_lengths",
     "evaluate_async_lengths",

@@ -51,6 +51,7 @@ class BudgetDual:
     used_under, used_over : [M] their costs at the larger end.
     done : [M] the budget does not bind (the choice at ``mu = 0`` fits).
     mu : [M] the multiplier of ``phi`` (0 when ``done``).
+    above : [M] the search stopped because ``min Phi > 0`` was proven (``stop_above_zero``; else all False).
     """
 
     phi: np.ndarray
@@ -60,6 +61,7 @@ class BudgetDual:
     used_over: np.ndarray
     done: np.ndarray
     mu: np.ndarray
+    above: np.ndarray
 
 
 def costs_increase(cost, inbox) -> bool:
@@ -226,7 +228,8 @@ def _cold_start(val, cost, B: float, const, lo_idx, ok):
 
 
 def minimise_budget_dual(val, cost, B: float, const, lo_idx, ok, *, n_mu: int = 40,
-                         mu_tol: float = 0.0, mu_guess=None, guess_width: float = 0.05) -> BudgetDual:
+                         mu_tol: float = 0.0, mu_guess=None, guess_width: float = 0.05,
+                         stop_above_zero: bool = False) -> BudgetDual:
     """``min_{mu >= 0} Phi(mu)`` per node by the intersection of tangents (module docstring).
 
     Parameters
@@ -254,6 +257,10 @@ def minimise_budget_dual(val, cost, B: float, const, lo_idx, ok, *, n_mu: int = 
         ``mu = 0`` pass and the exchange-rate bracket are skipped (the users that do not move between
         the two ends are then never evaluated again). Elsewhere the search starts cold. The guess
         changes only where the search looks first, never the validity of the bound.
+    stop_above_zero : bool
+        Stop a node's search once the tangents' lower bound on its minimum is ``> 0`` (``above``): for a
+        caller that only needs to know that no multiplier brings ``Phi`` to 0 or below (a node that stays
+        open), not the minimum itself. Its ``phi`` is then the best value found so far, still a valid bound.
 
     Returns
     -------
@@ -296,6 +303,7 @@ def minimise_budget_dual(val, cost, B: float, const, lo_idx, ok, *, n_mu: int = 
     phi_best = np.where(done, phi_lo, np.minimum(phi_lo, phi_hi))
     mu_best = np.where(done | (phi_lo <= phi_hi), mu_lo, mu_hi)
     live = ~done & ok & (used_hi <= B)
+    above = np.zeros(M, dtype=bool)
     for _ in range(n_mu):
         sel = np.flatnonzero(live)
         if not sel.size:
@@ -322,8 +330,12 @@ def minimise_budget_dual(val, cost, B: float, const, lo_idx, ok, *, n_mu: int = 
         val_lo[:, lo_s], cost_lo[:, lo_s] = ends_x[3][:, lo_x], ends_x[4][:, lo_x]
         near = phi_best[sel] - line <= mu_tol * (np.abs(phi_best[sel]) + scale[sel])
         live[sel] = ~vertex & ~near & ((mu_hi[sel] - mu_lo[sel]) > 1e-14 * mu_hi[sel])
+        if stop_above_zero:  # min Phi >= line > 0 (the minimum is in the bracket, above both tangents)
+            up = live[sel] & (line > 0)
+            above[sel[up]] = True
+            live[sel[up]] = False
     return BudgetDual(phi_best, np.where(done[:, None], idx_lo, idx_hi), idx_lo,
-                      np.where(done, used_lo, used_hi), used_lo, done, mu_best)
+                      np.where(done, used_lo, used_hi), used_lo, done, mu_best, above)
 
 
 __all__ = ["BudgetDual", "costs_increase", "minimise_budget_dual", "useful_lengths"]

@@ -155,7 +155,8 @@ def test_node_budget_gives_the_same_answer_whatever_the_clock(policy):
 
 def certify_each_other(variants: dict) -> None:
     """Model A's branch-and-bound with each keyword set of ``variants`` (name -> keywords), from
-    server-only decoding, on 3 fresh random instances (K = 20..60, told to branch): every variant reaches
+    server-only decoding, on 3 fresh random instances (K = 20..60, told to branch; most take tens of nodes, a
+    rare one thousands, hence the budget of 20,000): every variant reaches
     the requested gap, and every one's upper bound covers every other's point."""
     from spinlib.acceptance import tokens_table
     from spinlib.channel import RateModel
@@ -169,7 +170,7 @@ def certify_each_other(variants: dict) -> None:
         rates, table = RateModel.of(s), tokens_table(s, 12)
         L0 = np.zeros(s.num_users, dtype=int)
         G0 = float(evaluate(s, solve(s, "server-only")).goodput_tokens_per_s)
-        runs = {name: branch_and_bound_sync(s, rates, table, L0, G0, gap=1e-6, time_limit_s=60, max_nodes=5000, **kw)
+        runs = {name: branch_and_bound_sync(s, rates, table, L0, G0, gap=1e-6, time_limit_s=120, max_nodes=20_000, **kw)
                 for name, kw in variants.items()}
         where = f"seed {seed}, instance {i}"
         for name, r in runs.items():
@@ -185,11 +186,21 @@ def test_warm_and_cold_multiplier_searches_certify_each_other():
     certify_each_other({"warm": {"warm_start": True}, "cold": {"warm_start": False}})
 
 
-def test_the_midpoint_split_certifies_against_exhaustive_search():
-    """``d_split="midpoint"`` (every makespan split at the interval's midpoint) searches another tree for
-    the same problem: on fresh random instances (K = 2..4, told to branch from server-only decoding) its
-    answer is never above the exhaustive optimum, its upper bound never below it, and a proven answer is
-    the optimum."""
+SEARCH_VARIANTS = {
+    "midpoint split": {"d_split": "midpoint"},
+    "open nodes unrefined": {"refine_open": False},
+    "large-K settings, one node per call on 2 threads": {"batch": 8, "n_root": 4, "d_split": "midpoint",
+                                                         "refine_open": False, "per_node": True, "threads": 2},
+}
+
+
+@pytest.mark.parametrize("variant", SEARCH_VARIANTS)
+def test_search_variants_certify_against_exhaustive_search(variant):
+    """Each search variant (:data:`SEARCH_VARIANTS`: the midpoint split, open nodes left with their first
+    valid bound, and the settings ``solve_heterogeneous_sync`` uses above 64 users with one node per bound
+    call on two threads) searches another tree for the same problem: on fresh random instances (K = 2..4,
+    told to branch from server-only decoding) its answer is never above the exhaustive optimum, its upper
+    bound never below it, and a proven answer is the optimum."""
     from spinlib.acceptance import tokens_table
     from spinlib.channel import RateModel
     from spinlib.control.branch_and_bound import branch_and_bound_sync
@@ -203,13 +214,54 @@ def test_the_midpoint_split_certifies_against_exhaustive_search():
         rates, table = RateModel.of(s), tokens_table(s, L_max)
         G0 = float(evaluate(s, solve(s, "server-only")).goodput_tokens_per_s)
         r = branch_and_bound_sync(s, rates, table, np.zeros(s.num_users, dtype=int), G0, gap=1e-9,
-                                  time_limit_s=60, max_nodes=20_000, d_split="midpoint")
+                                  time_limit_s=60, max_nodes=20_000, **SEARCH_VARIANTS[variant])
         where = f"seed {seed}, instance {i}: K={s.num_users} L_max={L_max} G={r.value!r} ub={r.upper_bound!r} opt={ex!r}"
         assert r.value <= ex * (1 + TOL) and r.upper_bound >= ex * (1 - TOL), where
         if r.certificate.gap <= TOL:
             proven += 1
             assert r.value >= ex * (1 - TOL), where
     assert proven >= 18, f"seed {seed}: only {proven} of 20 instances proven optimal"
+
+
+def test_the_search_variants_certify_each_other():
+    """The default search and the variants of :data:`SEARCH_VARIANTS` that batch their nodes reach the
+    requested gap on the same instances, and each one's upper bound covers every other's point
+    (:func:`certify_each_other`; one node per call is slow at tens of users, where a rare instance takes
+    thousands of nodes: it is checked against the default in the threads test below)."""
+    certify_each_other({"default": {}, **{k: v for k, v in SEARCH_VARIANTS.items() if not v.get("per_node")}})
+
+
+def test_one_node_per_call_gives_the_same_bits_on_any_number_of_threads():
+    """``per_node``: each node's bound depends on that node alone, so 1, 2 or 3 threads give the same search
+    bit for bit (point, value, upper bound, nodes); fresh random instances, K = 20..300; the default
+    search's upper bound covers its point and its upper bound the default's (both stop at 300 nodes, so
+    neither need be proven; a certificate is valid whatever the status). A thread count that is not an
+    integer >= 1 is one line."""
+    from spinlib.acceptance import tokens_table
+    from spinlib.channel import RateModel
+    from spinlib.control.branch_and_bound import branch_and_bound_sync
+
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    for i in range(3):
+        s = random_scenario(int(rng.integers(20, 301)), seed=int(rng.integers(1 << 31)),
+                            access_latency_s=float(10 ** rng.uniform(-2, -1)))
+        rates, table = RateModel.of(s), tokens_table(s, 12)
+        G0 = float(evaluate(s, solve(s, "server-only")).goodput_tokens_per_s)
+        runs = [branch_and_bound_sync(s, rates, table, np.zeros(s.num_users, dtype=int), G0, gap=1e-6,
+                                      max_nodes=300, time_limit_s=600, batch=8, n_root=4, d_split="midpoint",
+                                      refine_open=False, per_node=True, threads=t) for t in (1, 2, 3)]
+        for r in runs[1:]:
+            where = f"seed {seed}, instance {i} (K={s.num_users})"
+            assert r.x.tobytes() == runs[0].x.tobytes() and r.value == runs[0].value, where
+            assert r.upper_bound == runs[0].upper_bound and r.nodes == runs[0].nodes, where
+        default = branch_and_bound_sync(s, rates, table, np.zeros(s.num_users, dtype=int), G0, gap=1e-6,
+                                        max_nodes=300, time_limit_s=600)
+        assert default.upper_bound >= runs[0].value * (1 - 1e-12), f"seed {seed}, instance {i}"
+        assert runs[0].upper_bound >= default.value * (1 - 1e-12), f"seed {seed}, instance {i}"
+    for bad in (0, -2, 1.5, True, "2"):
+        with pytest.raises(ValidationError, match=r"threads must be an integer >= 1"):
+            branch_and_bound_sync(s, rates, table, np.zeros(s.num_users, dtype=int), G0, per_node=True, threads=bad)
 
 
 def test_the_two_makespan_splits_certify_each_other():
