@@ -160,6 +160,12 @@ def _key_default(x):
     return json_default(x)
 
 
+def key_form(obj):
+    """``obj`` as the results cache keys it (canonical JSON-able form): functions by :func:`cache_name`,
+    dataclasses by their identity fields (``compare=True``), ranges and sets as sorted lists."""
+    return json.loads(json.dumps(obj, sort_keys=True, default=_key_default))
+
+
 def cached_call(fn: Callable, *args, version: int | str = 0, recompute: bool = False,
                 exclude: tuple[str, ...] = ("n_jobs", "scheduler", "progress"), depends_on: dict | None = None,
                 cache_dir: Path | None = None, **kwargs) -> Any:
@@ -188,9 +194,8 @@ def cached_call(fn: Callable, *args, version: int | str = 0, recompute: bool = F
             arguments.update({kk: vv for kk, vv in v.items() if kk not in exclude})
         else:
             arguments[k] = v
-    config = json.loads(json.dumps({"fn": cache_name(fn), "version": version,
-                                    "arguments": arguments, "depends_on": depends_on or {}},
-                                   sort_keys=True, default=_key_default))
+    config = key_form({"fn": cache_name(fn), "version": version, "arguments": arguments,
+                       "depends_on": depends_on or {}})
 
     def compute():
         token = _STUDY.set({"fn": config["fn"], "arguments": config["arguments"]})

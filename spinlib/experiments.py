@@ -13,12 +13,14 @@ so they cache as JSON, load into pandas (:func:`frame`, :func:`wide`) and feed o
 ``evaluate``), ``server_utilisation``, ``capacity_limited_goodput`` and, for UL/DL allocations,
 ``ul_share`` (share of drafting devices in UL mode) and ``structure_held`` where the solver reports it.
 
-Points run through :mod:`joblib` (``n_jobs``, default all cores) or, when a Dask scheduler address
-is given (``scheduler=`` or ``$SPINLIB_DASK_SCHEDULER``), on that :mod:`dask.distributed` cluster.
-Every point is a pure function of its inputs and results are put back in point order, so the
-records do not depend on the number of workers, their order, or a worker lost mid-sweep (Dask
-re-runs its tasks elsewhere). Policies are resolved in the calling process and shipped with the
-points, so a policy registered in a notebook or a test runs on the workers too.
+A sweep is a :class:`spinlib.study.Study` (records first: its finished points are appended to a
+resumable store while it runs, and an interrupted sweep resumes where it stopped). Points run through
+:mod:`joblib` (``n_jobs``, default all cores) or, when a Dask scheduler address is given (``scheduler=``
+or ``$SPINLIB_DASK_SCHEDULER``), on that :mod:`dask.distributed` cluster. Every point is a pure function
+of its inputs and results are put back in point order, so the records do not depend on the number of
+workers, their order, or a worker lost mid-sweep (Dask re-runs its tasks elsewhere). Policies are
+resolved in the calling process and shipped with the points, so a policy registered in a notebook or a
+test runs on the workers too.
 
 Scenario factories: :func:`make_scenario` (paper 1 knobs) and :func:`make_uldl_scenario`
 (paper 2 knobs); any ``factory(knob, value, seed, **kwargs) -> Scenario`` works. The notebooks' other
@@ -26,7 +28,6 @@ studies (reference checks, the testbed's agreement, ...) are in :mod:`spinlib.st
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -37,13 +38,13 @@ from .control.registry import Policy, check_params
 from .presets import MEASURED_PRESETS, get_preset, random_scenario
 from .rounds import evaluate
 from .scenario import Payload, Scenario
+from .study import Study
 from .validation import ValidationError
 
 RECORD_VERSION = 7  # bump when records or the solvers behind them change: cached_call keys include it
 KNOBS = ("bandwidth_mhz", "num_users", "heterogeneity", "payload", "access_latency_ms")
 ULDL_KNOBS = ("dl_power_dbm", "num_users", "vocab_size", "bits_per_prob", "cell_radius_m", "top_k")
 METRICS = ("goodput", "server_utilisation", "capacity_limited_goodput", "ul_share", "structure_held")
-SCHEDULER_ENV = "SPINLIB_DASK_SCHEDULER"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -142,77 +143,18 @@ def _ensure_registered(policies: dict | None) -> None:
 
 
 @dataclass(frozen=True)
-class _Point:
+class SweepPoint:
+    """A sweep's point function (:class:`spinlib.study.Study`): ``params`` holds the knob, its value ``x``
+    and the factory's settings; the scenario is ``factory(knob, x, seed, **settings)``, and every spec runs
+    on it (:func:`run_point`). ``policies``: the registered policies the specs name, shipped to workers."""
+
     factory: Callable
-    knob: str
-    x: object
-    seed: int
-    factory_kwargs: tuple
     specs: tuple
     policies: dict = field(compare=False)
 
-    def __call__(self) -> list[dict]:
-        s = self.factory(self.knob, self.x, self.seed, **dict(self.factory_kwargs))
-        # the point's identity: the knob, its value, the seed and every factory setting, so that
-        # records of sweeps that differ only in a setting (e.g. the preset) never merge in a table
-        head = {"knob": self.knob, "x": self.x, "seed": self.seed,
-                **{k: _scalar(v) for k, v in self.factory_kwargs}}
-        return [{**head, **r} for r in run_point(s, self.specs, self.policies)]
-
-
-def _scalar(v):
-    """A factory setting as a record field: scalars as they are, anything else as canonical JSON."""
-    if v is None or isinstance(v, (str, bool, int, float)):
-        return v
-    from .cache import canonical_json
-
-    return canonical_json(v)
-
-
-def _call(point: _Point) -> list[dict]:
-    return point()
-
-
-def map_points(fn: Callable, items: Sequence, *, n_jobs: int | None = None, scheduler: str | None = None,
-               progress: bool = False, desc: str = "points") -> list:
-    """``[fn(item) for item in items]``, in item order, on joblib workers or a Dask cluster.
-
-    Parameters
-    ----------
-    n_jobs : int, optional
-        joblib workers (``None``: all cores, ``1``: in this process).
-    scheduler : str, optional
-        A ``dask.distributed`` scheduler address (``tcp://host:8786``); default ``$SPINLIB_DASK_SCHEDULER``.
-    """
-    items = list(items)
-    progress = progress and not os.environ.get("SPINLIB_NO_PROGRESS")  # run_all.sh: quiet under papermill
-    scheduler = scheduler or os.environ.get(SCHEDULER_ENV) or None
-    if scheduler:
-        from distributed import Client
-
-        with Client(scheduler) as client:
-            futures = client.map(fn, items, pure=False)
-            if progress:
-                from distributed import as_completed
-                from tqdm.auto import tqdm
-
-                for _ in tqdm(as_completed(futures), total=len(futures), desc=desc, leave=False):
-                    pass
-            return client.gather(futures)
-    if n_jobs is None:
-        n_jobs = os.cpu_count() or 1
-    if n_jobs == 1 or len(items) <= 1:
-        from tqdm.auto import tqdm
-
-        return [fn(it) for it in tqdm(items, desc=desc, disable=not progress, leave=False)]
-    from joblib import Parallel, delayed
-
-    return Parallel(n_jobs=n_jobs, return_as="list", verbose=0)(delayed(fn)(it) for it in items)
-
-
-def sweep_seeds(seed: int, n_seeds: int) -> list[int]:
-    """The scenario seeds of a sweep: ``SeedSequence(seed).generate_state(n_seeds)``."""
-    return [int(s) for s in np.random.SeedSequence(seed).generate_state(n_seeds)]
+    def __call__(self, params: dict, seed: int) -> list[dict]:
+        settings = {k: v for k, v in params.items() if k not in ("knob", "x")}
+        return run_point(self.factory(params["knob"], params["x"], seed, **settings), self.specs, self.policies)
 
 
 def sweep(factory: Callable, knob: str, values: Iterable, *, n_seeds: int, seed: int,
@@ -227,11 +169,11 @@ def sweep(factory: Callable, knob: str, values: Iterable, *, n_seeds: int, seed:
     knob, values :
         The varied knob and its values.
     n_seeds, seed :
-        Scenarios per value, and the master seed of :func:`sweep_seeds`.
+        Scenarios per value, and the master seed of :func:`spinlib.study.study_seeds`.
     specs : sequence of PolicySpec
         The policies to run (:func:`spec`, :func:`paper1_specs`, :func:`uldl_specs`).
     n_jobs, scheduler :
-        Where the points run (:func:`map_points`); the records do not depend on it.
+        Where the points run (:func:`spinlib.study.iter_points`); the records do not depend on it.
     progress : bool
         A tqdm bar (off when ``$SPINLIB_NO_PROGRESS`` is set, as ``run_all.sh`` does under papermill).
     """
@@ -242,10 +184,11 @@ def sweep(factory: Callable, knob: str, values: Iterable, *, n_seeds: int, seed:
     if len(set(labels)) != len(labels):
         raise ValidationError(f"policy labels must be unique, got {labels}")
     used = {sp.policy: POLICIES[sp.policy] for sp in specs}
-    points = [_Point(factory, knob, v, s, tuple(sorted(factory_kwargs.items())), specs, used)
-              for v in values for s in sweep_seeds(seed, n_seeds)]
-    chunks = map_points(_call, points, n_jobs=n_jobs, scheduler=scheduler, progress=progress, desc=f"sweep {knob}")
-    return [r for chunk in chunks for r in chunk]
+    # the point's identity in its records: the knob, its value, the seed and every factory setting, so that
+    # records of sweeps that differ only in a setting (e.g. the preset) never merge in a table
+    points = tuple({"knob": knob, "x": v, **dict(sorted(factory_kwargs.items()))} for v in values)
+    study = Study(f"sweep-{knob}", SweepPoint(factory, specs, used), points, n_seeds, seed)
+    return study.run(n_jobs=n_jobs, scheduler=scheduler, progress=progress)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -387,6 +330,6 @@ def make_uldl_scenario(knob: str, value, seed: int, *, num_users: int = 8, dl_po
                            downlink=Downlink(power_w=float(dbm_to_w(P))), **kw)
 
 
-__all__ = ["PolicySpec", "spec", "paper1_specs", "uldl_specs", "allocation_metrics", "run_point", "map_points",
-           "sweep_seeds", "sweep", "wide", "frame", "gain_table", "heterogeneity_kwargs", "payload_of",
+__all__ = ["PolicySpec", "spec", "paper1_specs", "uldl_specs", "allocation_metrics", "run_point", "SweepPoint",
+           "sweep", "wide", "frame", "gain_table", "heterogeneity_kwargs", "payload_of",
            "make_scenario", "make_uldl_scenario", "KNOBS", "ULDL_KNOBS", "METRICS", "RECORD_VERSION", "Policy", "paper1_gains"]

@@ -100,7 +100,7 @@ def read_text_checked(path: str | Path, what: str, max_bytes: int | None = None)
 
 def read_jsonl_records(path, what: str, check: Callable[[Any, Any, int], Any],
                        error: Callable[[Any, int, str, str], ValidationError], repeat: str,
-                       same: dict | None = None) -> dict:
+                       same: dict | None = None, key_field: str = "question_id") -> dict:
     """The finished records of a resumable JSONL file (one record per line, appended as it is
     produced), keyed by ``check(record, path, line_number)``, which validates a record and returns its key.
 
@@ -108,7 +108,7 @@ def read_jsonl_records(path, what: str, check: Callable[[Any, Any, int], Any],
     other line that is not valid JSON, or not a valid record (:func:`loads_json`'s strict parse, whose
     own one-line message names the line, then ``check``), and a line that repeats the key of an
     earlier one, is refused with one line built by ``error(path, line_number, field, allowed)`` (a line
-    that is not JSON, a repeat); for a repeat ``field`` is ``"question_id"`` and ``allowed``
+    that is not JSON, a repeat); for a repeat ``field`` is ``key_field`` and ``allowed``
     is ``repeat`` formatted with ``key`` (a repeated line would otherwise be pooled twice, or the
     last one would silently win). The measurements (:func:`spinlib.sd.measure.read_records`) and the
     traces (:func:`spinlib.online.traces.read_traces`) are read here.
@@ -133,7 +133,7 @@ def read_jsonl_records(path, what: str, check: Callable[[Any, Any, int], Any],
                 raise error(path, i, field, f"{value!r}, the value of this run (it is {r.get(field)!r}): a resumed file "
                                             f"never pools records computed otherwise")
         if key in done:
-            raise error(path, i, "question_id", repeat.format(key=key))
+            raise error(path, i, key_field, repeat.format(key=key))
         done[key] = r
     return done
 

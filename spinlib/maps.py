@@ -1,10 +1,10 @@
 """Claim maps: a claim checked over the region of parameters it speaks of, not at one point (issue 25).
 
-A map is records first. A :class:`Grid` names the axes (a parameter and its values each), the
-scenarios per cell and the master seed; :func:`grid_records` runs a *point function*
+A map is records first, a :class:`spinlib.study.Study`. A :class:`Grid` names the axes (a parameter and
+its values each), the scenarios per cell and the master seed; :func:`grid_records` runs a *point function*
 ``fn(cell: dict, seed: int) -> dict`` of metrics once per (cell, seed) and returns one flat record
 each (the cell's values, the seed, the metrics). The seeds are common to every cell
-(``SeedSequence(seed).generate_state(n_seeds)``), so that neighbouring cells differ only in their
+(:func:`spinlib.study.study_seeds`), so that neighbouring cells differ only in their
 parameters. Verdicts come after, from the records:
 
 * :func:`cell_verdicts` -- per cell the mean of a metric over the seeds, its t-interval, and
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .experiments import map_points
+from .study import Study
 from .validation import ValidationError
 
 
@@ -39,7 +39,7 @@ class Grid:
 
     axes : ``((name, (values...)), ...)`` -- the parameters and their values (the map is their product).
     n_seeds : scenarios per cell (>= 2: an interval needs two).
-    seed : master seed (:func:`grid_seeds`).
+    seed : master seed (:func:`spinlib.study.study_seeds`).
     """
 
     axes: tuple
@@ -60,11 +60,6 @@ class Grid:
         return [dict(zip(self.names, vals)) for vals in itertools.product(*[a[1] for a in self.axes])]
 
 
-def grid_seeds(seed: int, n_seeds: int) -> list[int]:
-    """The scenario seeds of every cell: ``SeedSequence(seed).generate_state(n_seeds)``."""
-    return [int(s) for s in np.random.SeedSequence(seed).generate_state(n_seeds)]
-
-
 def check_axes(point: str, cell: dict, allowed) -> None:
     """One line naming ``point`` and the axes of ``cell`` it does not know (a point function's guard:
     an axis it would ignore silently is refused)."""
@@ -73,24 +68,12 @@ def check_axes(point: str, cell: dict, allowed) -> None:
         raise ValidationError(f"{point}: unknown axes {sorted(unknown)}")
 
 
-class _GridPoint:
-    def __init__(self, fn, cell, seed):
-        self.fn, self.cell, self.seed = fn, cell, seed
-
-    def __call__(self):
-        return {**self.cell, "seed": self.seed, **self.fn(self.cell, self.seed)}
-
-
-def _call(p: _GridPoint) -> dict:
-    return p()
-
-
 def grid_records(fn, grid: Grid, *, n_jobs: int | None = None, progress: bool = True) -> list[dict]:
-    """One record per (cell, seed) of ``grid``: the cell, the seed and ``fn(cell, seed)``'s metrics,
-    on the joblib / Dask backends of :func:`spinlib.experiments.map_points` (records do not depend on them)."""
-
-    points = [_GridPoint(fn, c, s) for c in grid.cells() for s in grid_seeds(grid.seed, grid.n_seeds)]
-    return map_points(_call, points, n_jobs=n_jobs, progress=progress, desc="claim map")
+    """One record per (cell, seed) of ``grid``: the cell, the seed and ``fn(cell, seed)``'s metrics: the
+    :class:`spinlib.study.Study` of ``fn`` over the cells, on the joblib / Dask backends of
+    :func:`spinlib.study.iter_points` (records do not depend on them)."""
+    return Study(f"map-{fn.__name__}", fn, tuple(grid.cells()), grid.n_seeds, grid.seed).run(n_jobs=n_jobs,
+                                                                                            progress=progress)
 
 
 def cell_verdicts(records, axes, metric: str, threshold: float = 0.0, confidence: float = 0.95,
@@ -173,4 +156,4 @@ def plot_map(ax, verdicts, x: str, y: str, *, label: str, cmap: str = "viridis",
     return im
 
 
-__all__ = ["Grid", "check_axes", "grid_seeds", "grid_records", "cell_verdicts", "region_text", "plot_map"]
+__all__ = ["Grid", "check_axes", "grid_records", "cell_verdicts", "region_text", "plot_map"]

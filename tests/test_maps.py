@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from spinlib.maps import Grid, cell_verdicts, grid_records, grid_seeds, region_text
+from spinlib.maps import Grid, cell_verdicts, grid_records, region_text
+from spinlib.study import study_seeds
 from spinlib.validation import ValidationError
 
 
@@ -30,7 +31,7 @@ def test_grid_records_are_complete_deterministic_and_share_seeds():
     assert r1 == r2 and len(r1) == 3 * 2 * 3
     df = pd.DataFrame(r1)
     assert (df["seed"] == df["seed_echo"]).all()
-    assert set(df["seed"]) == set(grid_seeds(5, 3))
+    assert set(df["seed"]) == set(study_seeds(5, 3))
     assert df.groupby(["a", "b"])["seed"].apply(lambda s: sorted(s)).map(tuple).nunique() == 1  # common seeds
 
 

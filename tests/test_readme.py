@@ -51,8 +51,9 @@ def test_readme_snippet_runs(section, tmp_path):
         static = re.findall(r"^(\S+) +[\d.]+ token/s, mean L ([\d.]+)$", r.stdout, flags=re.M)
         assert [(n, float(L)) for n, L in static][1:] == [("equal", 2.0), ("server-only", 0.0)], r.stdout
     elif section == "Add your own study":
-        assert "__main__.gain_over_agnostic 3 records, computed 1 time(s); same: True" in r.stdout
-        assert r.stdout.rstrip().endswith("True")
+        assert "interrupted after 2 tasks" in r.stdout, r.stdout  # K = 3's two seeds, stored
+        assert "__main__.gain_study 4 records, 4 tasks computed; same: True" in r.stdout, r.stdout
+        assert r.stdout.rstrip().endswith("['gain', 'num_users', 'seed'] True"), r.stdout
     else:
         assert r.stdout.count("lossless True") == 3, r.stdout
 

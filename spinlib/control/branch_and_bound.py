@@ -76,8 +76,9 @@ incumbent: a choice below it cannot be taken). The upper bound returned is ``max
 ``{0..L_max}^K`` lies in a node that was enumerated, discarded with a bound, or is still open.
 
 At thousands of users two options save most of the time (``benchmarks/certified_scaling.py``):
-``refine_open=False`` stops a node's multiplier search and Dinkelbach steps once the node is proven to
-stay open (it is split whatever its bound), and ``per_node=True`` bounds each node by its own call, on
+``refine_open=False`` stops a node's multiplier search once the node is proven to stay open (no bound of
+its relaxation reaches the incumbent's threshold, so it would be split whatever its bound) and keeps the
+best value found so far, and ``per_node=True`` bounds each node by its own call, on
 threads: a node's bound then depends on that node alone, so the answer is the same bit for bit on any
 number of threads. :func:`spinlib.control.heterogeneous.sync_search_settings` chooses them by K.
 """
@@ -112,8 +113,8 @@ class BoundResult:
     split_at : [M] the length to split that user's box after (children ``<= m`` and ``> m``).
     lo, hi : [M, K] the tightened boxes.
     mu : [M] the budget multiplier of the first Dinkelbach step (the children's first guess).
-    x_feas_upper : [M] an upper bound on the exact goodput of ``x_feas`` [token/s] (``inf``: none, the
-        one-end bound): its makespan is at least ``D_hi - (B - sum_k b_k(x_k, D_hi)) / sum_k s_k`` (the needs'
+    x_feas_upper : [M] an upper bound on the exact goodput of ``x_feas`` [token/s] (``inf``: none, with the
+        one-end bound and at an empty or infeasible node): its makespan is at least ``D_hi - (B - sum_k b_k(x_k, D_hi)) / sum_k s_k`` (the needs'
         tangents at ``D_hi``, ``s_k = -db_k/dD``, lie below the convex needs and must reach B at the
         makespan; the slack taken ``>= 0``) and at least every drafting user's ``x_k tau_k``.
     """
@@ -151,8 +152,10 @@ def sync_node_bounds(scenario: Scenario, rates: RateModel, table: np.ndarray, D_
     warm : ``False``: every multiplier search starts cold (``mu0`` ignored; the reference).
     refine_open : ``False``: a node proven to stay open (at a ratio ``theta >= theta0``, the multiplier
         search's lower bound on ``min_mu Phi(theta, mu)`` is ``> 0``, so every bound of this relaxation
-        exceeds ``theta0``) keeps the first valid bound found instead of searching on for the smallest: for
-        a search that splits such a node whatever its bound. Default ``True``: every bound is refined.
+        exceeds ``theta0``) keeps the best value its multiplier search found up to that proof instead of
+        searching on for the smallest, and asks for no further Dinkelbach step (in a batch, the steps go on
+        while another node asks for one, and re-search it). Its bound is looser, its choices ``x_feas``
+        those of the part-searched bracket. Default ``True``: every bound is refined.
 
     Where the needs increase over every box (:func:`spinlib.control.lagrangian.costs_increase`; else
     every length is searched), each multiplier search sees only the lengths up to the last one that
@@ -444,9 +447,10 @@ def branch_and_bound_sync(scenario: Scenario, rates: RateModel, table: np.ndarra
         are large enough for NumPy to run at full speed; at tens of users the batch pass is faster.
     threads : threads of ``per_node`` (``None``: every core this process may use; an integer >= 1). Only
         the time depends on it.
-    refine_open : ``False``: a node proven to stay open keeps the first valid bound found
-        (:func:`sync_node_bounds`); it is split whatever its bound, so only the search's order and the
-        open nodes' bounds at a node or time limit can change (the certificate stays valid).
+    refine_open : ``False``: a node proven to stay open keeps the best bound its multiplier search found up
+        to that proof (:func:`sync_node_bounds`). Every certificate stays valid, but the candidates offered,
+        the nodes searched, the upper bound reported and, within the gap, the point can differ from the
+        refined search's (``benchmarks/certified_scaling.py`` measures both).
 
     Returns
     -------

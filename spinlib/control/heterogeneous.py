@@ -39,7 +39,9 @@ Decomposition used here.
   K = 64 it runs to the tolerance (default 1e-9) within a budget of ``BNB_NODE_WORK / K`` nodes;
   above, a short certifying run of ``LARGE_K_NODE_WORK / K`` nodes reports the gap it proved.
   The node budget makes the answer reproducible on any machine; the time limit (10 s by
-  default) is only a safety net and binds only on a machine much slower than this one. The tests
+  default) is only a safety net and binds only on a machine much slower than this one, except near
+  K = 100,000, where a certified solve takes several seconds here (the README's speed section, from
+  ``benchmarks/certified_scaling.py``): pass a larger ``time_limit_s`` there for an answer that does not depend on the machine. The tests
   compare both solvers with the exhaustive optimum (``exhaustive.py``) on random instances.
 * (B) is certified the same way (:mod:`.branch_and_bound_async`): for any budget multiplier mu,
   ``sum_k max_{L_k in box, b_k in [0, B]} [N_k / T_k - mu b_k] + mu B`` bounds the optimum over a
@@ -85,7 +87,8 @@ PAIR_MOVES_MAX_USERS = 8
 BNB_FULL_USERS = 64  # branch-and-bound to the tolerance up to this K (beyond, a short certifying run)
 BNB_NODE_WORK = 400_000  # node budget x K of the branch-and-bound up to BNB_FULL_USERS users
 LARGE_K_NODE_WORK = 40_000  # node budget x K above BNB_FULL_USERS (at least 64 nodes: node_budget)
-PER_NODE_USERS = 3_000  # above, each node is bounded on its own, in threads (measured crossover, see below)
+PER_NODE_USERS = 3_000  # above, each node is bounded on its own, in threads (the crossover measured against the
+# "one batch pass" column of benchmarks/certified_scaling.py; README speed section)
 
 
 def node_budget(K: int) -> int:

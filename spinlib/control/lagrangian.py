@@ -24,7 +24,8 @@ users whose choice differs between its two multipliers are evaluated (the others
 * between the bracket ``mu_lo`` (over budget) and ``mu_hi`` (under budget) the tangents' crossing is tried
   next; the search stops at a vertex (the crossing is on ``Phi``: the minimum), when the best value found
   is within ``mu_tol (|Phi| + s)`` of the tangents' lower bound on the minimum (``s = max_e |const[e]|``),
-  or after ``n_mu`` steps. Every ``Phi`` evaluated is a valid bound; the search only chooses a good one.
+  or after ``n_mu`` steps, or (``stop_above_zero``) once that lower bound is above 0. Every ``Phi``
+  evaluated is a valid bound; the search only chooses a good one.
 
 The arrays are laid out ``[E, M, P, K]`` (``P = L_max + 1`` lengths, users last as the rate models take
 them); only the nodes still searching are evaluated at each step. A caller may pass only the first
@@ -330,8 +331,9 @@ def minimise_budget_dual(val, cost, B: float, const, lo_idx, ok, *, n_mu: int = 
         val_lo[:, lo_s], cost_lo[:, lo_s] = ends_x[3][:, lo_x], ends_x[4][:, lo_x]
         near = phi_best[sel] - line <= mu_tol * (np.abs(phi_best[sel]) + scale[sel])
         live[sel] = ~vertex & ~near & ((mu_hi[sel] - mu_lo[sel]) > 1e-14 * mu_hi[sel])
-        if stop_above_zero:  # min Phi >= line > 0 (the minimum is in the bracket, above both tangents)
-            up = live[sel] & (line > 0)
+        if stop_above_zero:  # min Phi >= line > 0 (the minimum is in the bracket, above both tangents;
+            # ``line`` is their crossing only where that fell inside the bracket, not ``bad``)
+            up = live[sel] & (line > 0) & ~bad
             above[sel[up]] = True
             live[sel[up]] = False
     return BudgetDual(phi_best, np.where(done[:, None], idx_lo, idx_hi), idx_lo,

@@ -17,7 +17,8 @@ from ..control import declared_subset, solve
 from ..control import uldl as U
 from ..control.homogeneous import critical_access_latency
 from ..emulator import EmulatorConfig, Fading, emulate
-from ..experiments import heterogeneity_kwargs, sweep_seeds
+from ..experiments import heterogeneity_kwargs
+from ..study import study_seeds
 from ..presets import measured_preset, measured_tasks, random_scenario, random_uldl_scenario
 from ..emulator.montecarlo import simulate_rounds
 from ..rounds import Allocation, evaluate
@@ -174,7 +175,7 @@ def testbed_agreement(policies: Sequence[str], n_scenarios: int, rounds: int, se
     both server models. ``L_max`` is passed to the policies that declare it."""
 
     rows = []
-    for i, sd in enumerate(sweep_seeds(seed, n_scenarios)):
+    for i, sd in enumerate(study_seeds(seed, n_scenarios)):
         rng = np.random.default_rng(sd)
         K = int(rng.integers(2, 16))
         s = random_uldl_scenario(K, rng) if i % 2 else random_scenario(K, sd)
@@ -217,7 +218,7 @@ def fading_gains(policies: Sequence[str], n_scenarios: int, rounds: int, seed: i
     (``n_scenarios`` cells of ``num_users``; seeds from ``SeedSequence(seed)``)."""
 
     rows = []
-    for i, sd in enumerate(sweep_seeds(seed, n_scenarios)):
+    for i, sd in enumerate(study_seeds(seed, n_scenarios)):
         s = random_scenario(num_users, sd)
         allocs = {p: solve(s, p, **declared_subset(p, {"L_max": L_max})) for p in policies}
         for fading in ("static", "rayleigh", "markov"):

@@ -7,7 +7,7 @@ from typing import Sequence
 
 from ..control.heterogeneous import solve_heterogeneous_sync
 from ..emulator.fading import FADING_MODELS, Fading
-from ..experiments import sweep_seeds
+from ..study import study_seeds
 from ..online.multiuser import parse_mspec
 from ..online.replan import DEFAULT_CONTROLLERS, MAX_USERS, ReplanConfig, run_replan
 from ..presets import random_scenario
@@ -24,7 +24,7 @@ def replan_under_fading(n_cells: int = 2, num_users: int = 4, rounds: int = 250,
     """Every controller on ``n_cells`` random cells under each fading model: long records.
 
     Cells are :func:`spinlib.presets.random_scenario` ``(num_users, s_i)`` with ``s_i`` from
-    :func:`spinlib.experiments.sweep_seeds` ``(seed, n_cells)``; cell ``i`` is played with
+    :func:`spinlib.study.study_seeds` ``(seed, n_cells)``; cell ``i`` is played with
     ``ReplanConfig(rounds, seed=i, fading, L_max)`` (as :func:`spinlib.studies.allocation.fading_gains`
     emulates its cells). The default sizes run in well under a minute on a 2-core machine.
 
@@ -45,7 +45,7 @@ def replan_under_fading(n_cells: int = 2, num_users: int = 4, rounds: int = 250,
             raise ValidationError(f"fadings must hold names from {FADING_MODELS}, got {f!r}")
     specs = [parse_mspec(c) for c in controllers]
     rows = []
-    for i, sd in enumerate(sweep_seeds(seed, n_cells)):
+    for i, sd in enumerate(study_seeds(seed, n_cells)):
         s = random_scenario(num_users, sd)
         avg = solve_heterogeneous_sync(s, L_max)
         for f in fadings:

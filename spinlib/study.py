@@ -1,0 +1,257 @@
+"""Studies, records first (issue 23, item 4): a frozen configuration, one master seed, a point function,
+and raw records written as they are produced; metrics come after, from the records.
+
+A :class:`Study` names its points (the parameters of each, in order), the scenarios per point and the
+master seed. Each (point, seed) pair is a *task*; the point function ``point(params, seed)`` returns the
+task's metrics (a dict) or its records (a list of dicts), and every record carries the point's
+parameters and its seed (:meth:`Study.run`). The seeds are common to every point,
+``SeedSequence(seed).generate_state(n_seeds)``: neighbouring points differ only in their parameters
+(common random numbers), which is what a comparison across points or policies needs.
+
+While a study runs, each finished task is appended to a JSONL store (``.cache/records/<name>-<key>.jsonl``,
+one line per task; the key hashes the study's configuration and the library's source, so a resumed store
+never pools records computed by other code). An interrupted run leaves only that partial store, which
+nothing else reads: the next run reads back the tasks it holds (a torn last line is dropped, any other
+bad line refused in one line) and computes only the rest. A finished run returns every record in task
+order and removes its store; what it returns is what the results cache keeps
+(:func:`spinlib.cache.cached_call`). The tasks run on the joblib or Dask backends of
+:func:`iter_points`, and the records never depend on where they ran.
+
+The claim maps (:func:`spinlib.maps.grid_records`) and the policy sweeps (:func:`spinlib.experiments.sweep`)
+are studies.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+
+from .cache import canonical_json, config_key, key_form
+from .jsonio import json_default, read_jsonl_records
+from .paths import CACHE
+from .validation import ValidationError
+
+NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+SCHEDULER_ENV = "SPINLIB_DASK_SCHEDULER"
+
+
+# ----------------------------------------------------------------------------------------------
+# Where tasks run
+# ----------------------------------------------------------------------------------------------
+def iter_points(fn: Callable, items: Sequence, *, n_jobs: int | None = None, scheduler: str | None = None,
+                progress: bool = False, desc: str = "points", total: int | None = None,
+                initial: int = 0) -> Iterator:
+    """``fn(item)`` of every item, yielded as each finishes: in item order in this process, in completion
+    order on joblib workers or a Dask cluster (``fn`` returns what identifies its item, if the caller needs it).
+
+    Parameters
+    ----------
+    n_jobs : int, optional
+        joblib workers (``None``: all cores, ``1``: in this process).
+    scheduler : str, optional
+        A ``dask.distributed`` scheduler address (``tcp://host:8786``); default ``$SPINLIB_DASK_SCHEDULER``.
+    progress, desc, total, initial :
+        A tqdm bar of ``total`` tasks (default: the items) starting at ``initial`` (off when
+        ``$SPINLIB_NO_PROGRESS`` is set, as ``run_all.sh`` does under papermill).
+    """
+    from tqdm.auto import tqdm
+
+    items = list(items)
+    progress = progress and not os.environ.get("SPINLIB_NO_PROGRESS")
+    scheduler = scheduler or os.environ.get(SCHEDULER_ENV) or None
+    bar = tqdm(total=len(items) if total is None else total, initial=initial, desc=desc, disable=not progress,
+               leave=False)
+    try:
+        if scheduler:
+            from distributed import Client, as_completed
+
+            with Client(scheduler) as client:
+                for _, result in as_completed(client.map(fn, items, pure=False), with_results=True):
+                    bar.update()
+                    yield result
+            return
+        if n_jobs is None:
+            n_jobs = os.cpu_count() or 1
+        if n_jobs == 1 or len(items) <= 1:
+            for it in items:
+                result = fn(it)
+                bar.update()
+                yield result
+            return
+        from joblib import Parallel, delayed
+
+        for result in Parallel(n_jobs=n_jobs, return_as="generator_unordered", verbose=0)(delayed(fn)(it) for it in items):
+            bar.update()
+            yield result
+    finally:
+        bar.close()
+
+
+@dataclass(frozen=True)
+class _Indexed:
+    fn: Callable
+
+    def __call__(self, item):
+        return item[0], self.fn(item[1])
+
+
+def map_points(fn: Callable, items: Sequence, *, n_jobs: int | None = None, scheduler: str | None = None,
+               progress: bool = False, desc: str = "points") -> list:
+    """``[fn(item) for item in items]``, in item order, on the backends of :func:`iter_points`."""
+    items = list(items)
+    out = dict(iter_points(_Indexed(fn), list(enumerate(items)), n_jobs=n_jobs, scheduler=scheduler,
+                           progress=progress, desc=desc))
+    return [out[i] for i in range(len(items))]
+
+
+@functools.lru_cache(maxsize=1)
+def library_digest() -> str:
+    """sha256 (first 16 hex digits) of every ``spinlib`` source file, by relative path: a study's store
+    is keyed by it, so records computed by different library code never meet in one store."""
+    import hashlib
+
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def study_seeds(seed: int, n_seeds: int) -> list[int]:
+    """The scenario seeds of every point: ``SeedSequence(seed).generate_state(n_seeds)``."""
+    return [int(s) for s in np.random.SeedSequence(seed).generate_state(n_seeds)]
+
+
+@dataclass(frozen=True)
+class Study:
+    """A study (module docstring).
+
+    name : the store's file-name prefix (letters, digits, ``_ . -``).
+    point : ``point(params: dict, seed: int) -> dict | list[dict]``, importable (a module-level function,
+        or a frozen dataclass instance with ``__call__``) so that joblib and Dask workers can run it.
+    points : the parameters of each point (dicts), in order.
+    n_seeds : scenarios per point (>= 1).
+    seed : master seed (an integer >= 0, :func:`study_seeds`).
+    """
+
+    name: str
+    point: Callable
+    points: tuple
+    n_seeds: int
+    seed: int
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not NAME.match(self.name):
+            raise ValidationError(f"study name must be letters, digits, '_', '.' or '-', got {self.name!r}")
+        if not callable(self.point):
+            raise ValidationError(f"study {self.name}: point must be callable, got {type(self.point).__name__}")
+        if not self.points or not all(isinstance(p, dict) for p in self.points):
+            raise ValidationError(f"study {self.name}: points must be a non-empty sequence of dicts")
+        for field, value, low in (("n_seeds", self.n_seeds, 1), ("seed", self.seed, 0)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ValidationError(f"study {self.name}: {field} must be an integer >= {low}, got {value!r}")
+
+    def seeds(self) -> list[int]:
+        return study_seeds(int(self.seed), int(self.n_seeds))
+
+    def tasks(self) -> list[tuple[dict, int]]:
+        """Every (point parameters, seed), points outer, seeds inner: the order of the records."""
+        seeds = self.seeds()
+        return [(p, s) for p in self.points for s in seeds]
+
+    @property
+    def key(self) -> str:
+        """The configuration's hash (point function by name, dataclasses by their identity fields, as the
+        results cache keys them) with the library's source digest (:func:`library_digest`)."""
+        cfg = {"name": self.name, "point": self.point, "points": list(self.points), "n_seeds": int(self.n_seeds),
+               "seed": int(self.seed), "library": library_digest()}
+        return config_key(key_form(cfg))
+
+    def store(self, directory: Path | None = None) -> Path:
+        """Where a run appends its finished tasks (module docstring)."""
+        return Path(directory or CACHE / "records") / f"{self.name}-{self.key}.jsonl"
+
+    def run(self, *, n_jobs: int | None = None, scheduler: str | None = None, progress: bool = True,
+            store_dir: Path | None = None) -> list[dict]:
+        """Every task's records, in task order: ``{**params, "seed": seed, **metrics}`` per task whose point
+        returns a dict, ``{**params, "seed": seed, **record}`` per record of one that returns a list.
+        Finished tasks are read back from an interrupted run's store (module docstring)."""
+        tasks = self.tasks()
+        path = self.store(store_dir)
+        done = read_store(path, self.key, [s for _, s in tasks]) if path.exists() else {}
+        todo = [i for i in range(len(tasks)) if i not in done]
+        if todo:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a", encoding="utf-8") as f:
+                for i, out in iter_points(_Task(self.point), [(i, *tasks[i]) for i in todo], n_jobs=n_jobs,
+                                          scheduler=scheduler, progress=progress, desc=f"study {self.name}",
+                                          total=len(tasks), initial=len(done)):
+                    line = {"study": self.key, "task": i, "seed": tasks[i][1], "output": out}
+                    f.write(json.dumps(line, default=json_default, sort_keys=True) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                    done[i] = json.loads(json.dumps(line, default=json_default, sort_keys=True))
+        records = []
+        for i, (params, seed) in enumerate(tasks):
+            out = done[i]["output"]
+            head = {**_plain(params), "seed": seed}
+            records += [{**head, **r} for r in (out if isinstance(out, list) else [out])]
+        path.unlink(missing_ok=True)
+        return records
+
+
+@dataclass(frozen=True)
+class _Task:
+    point: Callable
+
+    def __call__(self, task) -> tuple[int, object]:
+        i, params, seed = task
+        out = self.point(params, seed)
+        if not isinstance(out, (dict, list)) or (isinstance(out, list) and not all(isinstance(r, dict) for r in out)):
+            raise ValidationError(f"a study's point must return a dict or a list of dicts, got {type(out).__name__}")
+        return i, out
+
+
+def _plain(params: dict) -> dict:
+    """A point's parameters as record fields: scalars as they are, anything else as canonical JSON."""
+    def plain(v):
+        if isinstance(v, np.generic) and np.ndim(v) == 0 and isinstance(v.item(), (bool, int, float)):
+            return v.item()
+        return v if v is None or isinstance(v, (str, bool, int, float)) else canonical_json(v)
+
+    return {k: plain(v) for k, v in params.items()}
+
+
+def read_store(path: Path, key: str, seeds: list[int]) -> dict:
+    """The finished tasks of a study's store, by task index (``seeds``: each task's seed, checked): a torn
+    last line is dropped, any other bad line is one :class:`ValidationError` naming the file, the line and
+    the field (module docstring)."""
+    n_tasks = len(seeds)
+
+    def error(p, line, field, allowed):
+        return ValidationError(f"{p}:{line}: {field} must be {allowed} (a study's partial store; delete it to "
+                               f"start the study over)")
+
+    def check(r, p, line):
+        if not isinstance(r, dict) or set(r) != {"study", "task", "seed", "output"}:
+            raise error(p, line, "<record>", "an object with the fields output, seed, study, task")
+        if isinstance(r["task"], bool) or not isinstance(r["task"], int) or not 0 <= r["task"] < n_tasks:
+            raise error(p, line, "task", f"an integer in [0, {n_tasks})")
+        if r["seed"] != seeds[r["task"]]:
+            raise error(p, line, "seed", f"{seeds[r['task']]}, task {r['task']}'s seed")
+        out = r["output"]
+        if not isinstance(out, (dict, list)) or (isinstance(out, list) and not all(isinstance(x, dict) for x in out)):
+            raise error(p, line, "output", "a dict or a list of dicts")
+        return r["task"]
+
+    return read_jsonl_records(path, "study records", check, error, "a task not stored before (task {key} repeats)",
+                              same={"study": key}, key_field="task")
+
+
+__all__ = ["Study", "study_seeds", "library_digest", "read_store", "iter_points", "map_points", "SCHEDULER_ENV"]

@@ -1,0 +1,137 @@
+"""Studies, records first (:mod:`spinlib.study`): an interrupted study resumes from its store and ends with
+the records of an uninterrupted one; the store is verified line by line before it is trusted (a torn last
+line is recomputed, any other fault is one line naming the file, the line and the field); records do not
+depend on where the tasks ran; a bad configuration is one line; the sweeps and claim maps are studies.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spinlib.study import Study, library_digest, map_points, read_store, study_seeds
+from spinlib.validation import ValidationError
+from helpers import fresh_seed
+
+CALLS = "calls"  # a file per call, so that worker processes can be counted too
+
+
+def point(params, seed):
+    """Metrics of one task; counts its call in ``params["log"]``; fails on the task ``params["fail"]`` names
+    while that file exists (an interruption)."""
+    log = Path(params["log"])
+    (log / f"{params['a']}-{seed}-{len(list(log.iterdir()))}").touch()
+    if params.get("fail") and Path(params["fail"]).exists() and params["a"] == 2:
+        raise RuntimeError("interrupted")
+    rng = np.random.default_rng(seed)
+    return {"m": params["a"] * rng.standard_normal()}
+
+
+def records_point(params, seed):
+    """A point that returns records (a list), as a sweep's does."""
+    return [{"policy": p, "value": params["a"] + seed % 7 + i} for i, p in enumerate(("x", "y"))]
+
+
+def study(tmp_path, fail=None, **kw):
+    log = tmp_path / "log"
+    log.mkdir(exist_ok=True)
+    points = tuple({"a": a, "log": str(log), **({"fail": str(fail)} if fail else {})} for a in (1, 2, 3))
+    return Study("test-study", point, points, kw.get("n_seeds", 3), kw.get("seed", 11))
+
+
+def test_an_interrupted_study_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
+    store = tmp_path / "store"
+    flag = tmp_path / "fail-now"
+    flag.touch()
+    s = study(tmp_path, fail=flag)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        s.run(n_jobs=1, progress=False, store_dir=store)
+    path = s.store(store)
+    kept = read_store(path, s.key, [sd for _, sd in s.tasks()])
+    assert sorted(kept) == [0, 1, 2]  # the first point's three seeds were stored before the failure
+    flag.unlink()
+    calls_before = len(list((tmp_path / "log").iterdir()))
+    resumed = s.run(n_jobs=1, progress=False, store_dir=store)
+    assert len(list((tmp_path / "log").iterdir())) - calls_before == 6  # only the six tasks not stored ran
+    assert not path.exists()  # a finished run removes its store
+    fresh = study(tmp_path, fail=flag).run(n_jobs=1, progress=False, store_dir=tmp_path / "other")
+    assert resumed == fresh and len(fresh) == 9
+    seeds = study_seeds(11, 3)
+    assert [(r["a"], r["seed"]) for r in fresh] == [(a, sd) for a in (1, 2, 3) for sd in seeds]
+
+
+def test_records_do_not_depend_on_where_the_tasks_ran(tmp_path):
+    s = Study("test-records", records_point, tuple({"a": a} for a in range(5)), 4, fresh_seed() % (1 << 32))
+    one = s.run(n_jobs=1, progress=False, store_dir=tmp_path)
+    two = s.run(n_jobs=2, progress=False, store_dir=tmp_path)
+    assert one == two and len(one) == 5 * 4 * 2
+    assert all(set(r) == {"a", "seed", "policy", "value"} for r in one)
+    assert map_points(abs, [-3, 2, -1], n_jobs=2) == [3, 2, 1]
+
+
+def _write_store(s, store, lines):
+    path = s.store(store)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(lines))
+    return path
+
+
+def _line(s, i, **over):
+    return json.dumps({"study": s.key, "task": i, "seed": s.tasks()[i][1], "output": {"m": 0.5}, **over}) + "\n"
+
+
+def test_a_torn_last_line_is_recomputed(tmp_path):
+    s = study(tmp_path)
+    path = _write_store(s, tmp_path / "store", [_line(s, 0), _line(s, 1)[:17]])
+    assert sorted(read_store(path, s.key, [sd for _, sd in s.tasks()])) == [0]
+    out = s.run(n_jobs=1, progress=False, store_dir=tmp_path / "store")
+    assert out[0]["m"] == 0.5  # the stored task is read back, not recomputed
+    assert out[1]["m"] == study(tmp_path).run(n_jobs=1, progress=False, store_dir=tmp_path / "x")[1]["m"]
+
+
+@pytest.mark.parametrize("fault, field", [
+    ({"task": 99}, "task"), ({"task": True}, "task"), ({"seed": 1}, "seed"), ({"study": "0" * 16}, "study"),
+    ({"output": 3}, "output"), ({"output": [1]}, "output"), ({"extra": 1}, "<record>"),
+])
+def test_a_bad_store_line_is_one_line_naming_the_field(tmp_path, fault, field):
+    s = study(tmp_path)
+    path = _write_store(s, tmp_path / "store", [_line(s, 0, **fault), _line(s, 1)])
+    with pytest.raises(ValidationError, match=rf"{path.name}:1: {field} must be"):
+        s.run(n_jobs=1, progress=False, store_dir=tmp_path / "store")
+
+
+def test_a_repeated_task_and_a_line_that_is_not_json_are_refused(tmp_path):
+    s = study(tmp_path)
+    path = _write_store(s, tmp_path / "store", [_line(s, 0), _line(s, 0), _line(s, 1)])
+    with pytest.raises(ValidationError, match=r":2: task must be a task not stored before \(task 0 repeats\)"):
+        read_store(path, s.key, [sd for _, sd in s.tasks()])
+    path.write_text(_line(s, 0) + "{not json\n" + _line(s, 1))
+    with pytest.raises(ValidationError, match=r":2: <line> must be valid JSON"):
+        read_store(path, s.key, [sd for _, sd in s.tasks()])
+
+
+def test_the_store_key_names_the_configuration_and_the_library(tmp_path):
+    base = study(tmp_path)
+    assert len({base.key, study(tmp_path, seed=12).key, study(tmp_path, n_seeds=4).key,
+                Study("test-study", records_point, base.points, 3, 11).key}) == 4
+    assert base.key == study(tmp_path).key and len(library_digest()) == 16
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"name": "a/b"}, "study name must be"), ({"name": ""}, "study name must be"),
+    ({"point": 3}, "point must be callable"), ({"points": ()}, "points must be"), ({"points": (1,)}, "points must be"),
+    ({"n_seeds": 0}, "n_seeds must be an integer >= 1"), ({"n_seeds": 2.0}, "n_seeds must be an integer >= 1"),
+    ({"seed": -1}, "seed must be an integer >= 0"), ({"seed": True}, "seed must be an integer >= 0"),
+])
+def test_a_bad_study_is_one_line(bad, message):
+    kw = {"name": "ok", "point": records_point, "points": ({"a": 1},), "n_seeds": 2, "seed": 0, **bad}
+    with pytest.raises(ValidationError, match=message):
+        Study(**kw)
+
+
+def test_a_point_that_returns_neither_a_dict_nor_records_is_one_line(tmp_path):
+    s = Study("test-bad-point", lambda p, sd: 3.0, ({"a": 1},), 1, 0)
+    with pytest.raises(ValidationError, match="must return a dict or a list of dicts, got float"):
+        s.run(n_jobs=1, progress=False, store_dir=tmp_path)
