@@ -12,7 +12,8 @@ A *decider* is asked three things per round, for ``K`` users at once (arrays ``[
    ``[K, L_max]``;
 3. ``update(out)``: after the round, what it realised (:class:`Outcome`).
 
-Three players run this protocol, and any decider runs on each without change:
+Four players run this protocol; a decider that plans lengths runs on the first three without change,
+and the fourth takes deciders that plan its schedules:
 
 * the **arena** (:func:`spinlib.online.run_arena`) replays recorded token streams for many users
   under a delay, fading and energy model;
@@ -21,6 +22,10 @@ Three players run this protocol, and any decider runs on each without change:
 * the **multi-user re-planner** (:func:`spinlib.online.replan.play`) plays ``K`` users who share one
   band under fading; there ``choose`` may return a :class:`Plan` (lengths and bandwidth), the
   context is a :class:`BandContext` and the outcome a :class:`BandOutcome`.
+* the **BALANCE server** (:func:`spinlib.balance.rounds.play_balance`) serves ``K`` users by AD or SD on
+  one time-shared server; there ``choose`` returns a :class:`spinlib.balance.model.Schedule` (a mode per
+  user and the AD share), and every BALANCE policy is such a decider
+  (:class:`spinlib.balance.rounds.PolicyDecider`).
 
 **Causality.** The real engine learns position ``i``'s confidence only when it gets there. It
 calls ``stop`` after each position it observes, with the positions not yet seen filled as certain

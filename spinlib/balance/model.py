@@ -144,14 +144,19 @@ class BalanceUser:
         if not isinstance(self.name, str):
             raise ValidationError(f"name must be a string, got {type(self.name).__name__}")
 
-    def tokens_per_round(self, L: int) -> float:
-        """``N_k(L) = 1 + sum_{i=1}^{L} pi_i`` [token] (expected tokens of one SD round)."""
+    def prefix_probabilities(self, L: int) -> list[float]:
+        """``[pi_1, ..., pi_L]``, ``pi_i = P(the first i drafts are accepted)``: the profile where it is given,
+        then ``pi_{i+1} = pi_i alpha`` (non-increasing)."""
         prof = list(self.acceptance_profile or ())[:L]
         p = 1.0
         while len(prof) < L:
             p = (prof[-1] if prof else 1.0) * self.alpha
             prof.append(p)
-        return 1.0 + float(sum(prof))
+        return prof
+
+    def tokens_per_round(self, L: int) -> float:
+        """``N_k(L) = 1 + sum_{i=1}^{L} pi_i`` [token] (expected tokens of one SD round)."""
+        return 1.0 + float(sum(self.prefix_probabilities(L)))
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,9 @@ and differs only in its :class:`RoundModel`, which says what a round costs and y
   prompt, capped as the real engine caps it, for the real-vs-replay comparison;
 * the shared band (:class:`spinlib.online.replan.SharedBand`): ``K`` users in synchronous rounds
   on one FDMA band under block fading, with the analytical acceptance sampler.
+* BALANCE's server (:class:`spinlib.balance.rounds.ServerRounds`): ``K`` users served by AD or SD
+  under a time-shared server, the plan a :class:`spinlib.balance.model.Schedule` (every BALANCE policy
+  plays through :class:`spinlib.balance.rounds.PolicyDecider`).
 
 A model of your own (another delay law, another clock) is one class with these four methods;
 :func:`play_rounds` plays any decider on it. The testbed's event clocks

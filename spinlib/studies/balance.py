@@ -13,8 +13,10 @@ from ..timing import measure
 from ..balance.instances import random_instance
 from ..balance.model import feasible
 from ..balance.registry import solve_balance
+from ..balance.rounds import PolicyDecider, play_balance
 from ..balance.solvers import greedy_counterexample
 from ..balance.wireless import wireless_instance
+from ..study import Study
 
 #: the key of these studies in the results cache (:func:`spinlib.cache.cache_name`): the module they were
 #: first cached under, kept when they moved here
@@ -226,5 +228,52 @@ def solve_time_ladder(algo_sizes, milp_sizes, phi_steps: int = 20, repeats: int 
     return rows
 
 
-__all__ = ["HYBRID_MAP_DEFAULTS", "balance_hybrid_point", "SWEEP_POLICIES", "served_sweep", "who_is_served", "ratio_campaign", "counterexample_counts",
-           "solve_time_ladder"]
+ROUND_POLICIES = ("balance", "ad-only", "sd-only", "greedy")
+WALD_SE = 5.0  # standard errors of slack of the Wald-bound check (per SD user, over the plays)
+
+
+def balance_rounds_point(params: dict, seed: int) -> dict:
+    """One policy on one random instance (``random_instance(num_users, seed)``), played ``plays`` times with
+    drawn rounds (:func:`spinlib.balance.rounds.play_balance`, acceptance draws seeded ``[seed, r]``), against
+    the analysis (:func:`~spinlib.balance.model.feasible`): counts of served, AD and SD users, deadlines met
+    over all plays, plays with a late user, the largest relative gap between an AD user's played and
+    analysed completion, the SD users whose mean completion falls outside Wald's bounds by more than
+    :data:`WALD_SE` standard errors, and the sum over SD users of (mean played / analysed completion)."""
+    inst = random_instance(int(params["num_users"]), seed)
+    d = PolicyDecider(inst, params["policy"], **_kwargs(params["policy"], int(params["phi_steps"])))
+    plays = int(params["plays"])
+    runs = [play_balance(inst, d, seed=[seed, r]) for r in range(plays)]
+    comp = np.array([r.completion_s for r in runs]).reshape(plays, inst.num_users)
+    met = np.array([r.met for r in runs], dtype=bool).reshape(plays, inst.num_users)
+    ana = np.array(feasible(inst, d.schedule).completion_s)
+    modes = np.array(d.schedule.modes)
+    ad, sd = modes == "AD", modes == "SD"
+    served = ad | sd
+    out = {"served": int(served.sum()), "ad_users": int(ad.sum()), "sd_users": int(sd.sum()),
+           "met": int(met[:, served].sum()), "user_plays": int(plays * served.sum()),
+           "late_plays": int(np.sum(~met[:, served].all(axis=1))) if served.any() else 0,
+           "ad_max_rel_gap": float(np.max(np.abs(comp[:, ad] - ana[ad]) / ana[ad], initial=0.0)),
+           "wald_outside": 0, "sd_ratio_sum": 0.0}
+    if sd.any():
+        srv = inst.server
+        R = float(srv.sd_round_time(int(sd.sum()))) / (1.0 - d.schedule.phi)
+        high = inst.comm + (inst.n + srv.draft_length + 1) * R / inst.tokens_per_round
+        mean = comp[:, sd].mean(axis=0)
+        se = comp[:, sd].std(axis=0, ddof=1) / np.sqrt(plays) if plays > 1 else np.zeros(int(sd.sum()))
+        out["wald_outside"] = int(np.sum((mean < ana[sd] - WALD_SE * se) | (mean > high[sd] + WALD_SE * se)))
+        out["sd_ratio_sum"] = float(np.sum(mean / ana[sd]))
+    return out
+
+
+def balance_rounds_check(policies, num_users: int, n_instances: int, plays: int, seed: int, phi_steps: int = 20,
+                         n_jobs: int | None = None) -> list[dict]:
+    """:func:`balance_rounds_point` for every policy on ``n_instances`` random instances (a
+    :class:`spinlib.study.Study`: instance seeds ``study_seeds(seed, n_instances)``, common to the policies)."""
+    points = tuple({"policy": p, "num_users": int(num_users), "plays": int(plays), "phi_steps": int(phi_steps)}
+                   for p in policies)
+    return Study("balance-rounds", balance_rounds_point, points, n_instances, seed).run(n_jobs=n_jobs, progress=True)
+
+
+__all__ = ["balance_rounds_point", "balance_rounds_check", "ROUND_POLICIES", "HYBRID_MAP_DEFAULTS",
+           "balance_hybrid_point", "SWEEP_POLICIES", "served_sweep", "who_is_served", "ratio_campaign",
+           "counterexample_counts", "solve_time_ladder"]

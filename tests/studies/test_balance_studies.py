@@ -45,3 +45,22 @@ def test_hybrid_regime_point_seed_matters():
          "prompt_tokens": (32, 64), "alpha_range": (0.6, 0.9), "draft_length": 4}
     r1 = hybrid_regime_point(s, npr.SeedSequence(1))
     assert r1 == hybrid_regime_point(s, npr.SeedSequence(1))
+
+
+def test_balance_rounds_check_counts_are_consistent_and_reproducible(tmp_path):
+    """The drawn-rounds check (a Study over the policies): one record per policy and instance, counts that
+    fit together (deadlines met <= user-plays, AD-only deterministic: every deadline met, no late play,
+    AD completions at the analysis's time), the same records from the same seed."""
+    from spinlib.studies.balance import balance_rounds_check
+
+    recs = balance_rounds_check(["ad-only", "sd-only", "greedy"], 10, 2, 6, 3, n_jobs=1)
+    again = balance_rounds_check(["ad-only", "sd-only", "greedy"], 10, 2, 6, 3, n_jobs=1)
+    assert recs == again and len(recs) == 3 * 2
+    for r in recs:
+        assert 0 <= r["met"] <= r["user_plays"] == 6 * r["served"], r
+        assert r["served"] == r["ad_users"] + r["sd_users"] and 0 <= r["late_plays"] <= 6, r
+        assert r["ad_max_rel_gap"] <= 1e-12, r
+        if r["policy"] == "ad-only":
+            assert r["met"] == r["user_plays"] and r["late_plays"] == 0 and r["sd_users"] == 0, r
+        if r["sd_users"]:
+            assert 0.9 < r["sd_ratio_sum"] / r["sd_users"] < 1.5, r
