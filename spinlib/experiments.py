@@ -159,7 +159,7 @@ class SweepPoint:
 
 def sweep(factory: Callable, knob: str, values: Iterable, *, n_seeds: int, seed: int,
           specs: Sequence[PolicySpec], n_jobs: int | None = None, scheduler: str | None = None,
-          progress: bool = True, **factory_kwargs) -> list[dict]:
+          progress: bool = True, store_dir=None, **factory_kwargs) -> list[dict]:
     """Long records of every (value, seed, spec, metric); see the module docstring.
 
     Parameters
@@ -176,6 +176,8 @@ def sweep(factory: Callable, knob: str, values: Iterable, *, n_seeds: int, seed:
         Where the points run (:func:`spinlib.study.iter_points`); the records do not depend on it.
     progress : bool
         A tqdm bar (off when ``$SPINLIB_NO_PROGRESS`` is set, as ``run_all.sh`` does under papermill).
+    store_dir : path, optional
+        Where an unfinished sweep keeps its records (default :data:`spinlib.study.STORES`).
     """
     from .control import POLICIES
 
@@ -188,7 +190,7 @@ def sweep(factory: Callable, knob: str, values: Iterable, *, n_seeds: int, seed:
     # records of sweeps that differ only in a setting (e.g. the preset) never merge in a table
     points = tuple({"knob": knob, "x": v, **dict(sorted(factory_kwargs.items()))} for v in values)
     study = Study(f"sweep-{knob}", SweepPoint(factory, specs, used), points, n_seeds, seed)
-    return study.run(n_jobs=n_jobs, scheduler=scheduler, progress=progress)
+    return study.run(n_jobs=n_jobs, scheduler=scheduler, progress=progress, store_dir=store_dir)
 
 
 # ----------------------------------------------------------------------------------------------

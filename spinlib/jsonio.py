@@ -100,7 +100,8 @@ def read_text_checked(path: str | Path, what: str, max_bytes: int | None = None)
 
 def read_jsonl_records(path, what: str, check: Callable[[Any, Any, int], Any],
                        error: Callable[[Any, int, str, str], ValidationError], repeat: str,
-                       same: dict | None = None, key_field: str = "question_id") -> dict:
+                       same: dict | None = None, key_field: str = "question_id", allow_nonfinite: bool = False,
+                       good_lines: list | None = None) -> dict:
     """The finished records of a resumable JSONL file (one record per line, appended as it is
     produced), keyed by ``check(record, path, line_number)``, which validates a record and returns its key.
 
@@ -116,6 +117,10 @@ def read_jsonl_records(path, what: str, check: Callable[[Any, Any, int], Any],
     ``same``: fields every record must hold with these values, checked when a run resumes the file
     (the torch kernel the records were computed on: a resumed file never pools two kernels, which its
     configuration key does not name); a record without them, or with others, is one line.
+
+    ``allow_nonfinite``: ``NaN``/``Infinity`` are read (records the project wrote itself, where an undefined
+    metric is a NaN: :func:`loads_json`). ``good_lines``: a list the kept lines are appended to, verbatim (a
+    caller that resumes the file rewrites it from them, so that a torn last line is not appended onto).
     """
     lines = read_text_checked(path, what).splitlines()  # unreadable, a link's target gone, not UTF-8: one line
     done = {}
@@ -126,7 +131,7 @@ def read_jsonl_records(path, what: str, check: Callable[[Any, Any, int], Any],
             if i == len(lines):
                 break  # torn last line
             raise error(path, i, "<line>", "valid JSON") from None
-        r = loads_json(line, f"{path}:{i}")  # duplicate keys, non-finite numbers, depth: refused
+        r = loads_json(line, f"{path}:{i}", allow_nonfinite=allow_nonfinite)  # duplicate keys, depth: refused
         key = check(r, path, i)
         for field, value in (same or {}).items():
             if r.get(field) != value:
@@ -135,6 +140,8 @@ def read_jsonl_records(path, what: str, check: Callable[[Any, Any, int], Any],
         if key in done:
             raise error(path, i, key_field, repeat.format(key=key))
         done[key] = r
+        if good_lines is not None:
+            good_lines.append(line)
     return done
 
 

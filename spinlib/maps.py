@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .study import Study
+from .study import Study, study_name
 from .validation import ValidationError
 
 
@@ -68,12 +68,14 @@ def check_axes(point: str, cell: dict, allowed) -> None:
         raise ValidationError(f"{point}: unknown axes {sorted(unknown)}")
 
 
-def grid_records(fn, grid: Grid, *, n_jobs: int | None = None, progress: bool = True) -> list[dict]:
+def grid_records(fn, grid: Grid, *, n_jobs: int | None = None, progress: bool = True,
+                 store_dir=None) -> list[dict]:
     """One record per (cell, seed) of ``grid``: the cell, the seed and ``fn(cell, seed)``'s metrics: the
     :class:`spinlib.study.Study` of ``fn`` over the cells, on the joblib / Dask backends of
-    :func:`spinlib.study.iter_points` (records do not depend on them)."""
-    return Study(f"map-{fn.__name__}", fn, tuple(grid.cells()), grid.n_seeds, grid.seed).run(n_jobs=n_jobs,
-                                                                                            progress=progress)
+    :func:`spinlib.study.iter_points` (records do not depend on them; ``store_dir``: where an unfinished
+    run keeps its records, default :data:`spinlib.study.STORES`)."""
+    return Study(study_name("map", fn), fn, tuple(grid.cells()), grid.n_seeds, grid.seed).run(
+        n_jobs=n_jobs, progress=progress, store_dir=store_dir)
 
 
 def cell_verdicts(records, axes, metric: str, threshold: float = 0.0, confidence: float = 0.95,

@@ -8,12 +8,15 @@ parameters and its seed (:meth:`Study.run`). The seeds are common to every point
 ``SeedSequence(seed).generate_state(n_seeds)``: neighbouring points differ only in their parameters
 (common random numbers), which is what a comparison across points or policies needs.
 
-While a study runs, each finished task is appended to a JSONL store (``.cache/records/<name>-<key>.jsonl``,
-one line per task; the key hashes the study's configuration and the library's source, so a resumed store
-never pools records computed by other code). An interrupted run leaves only that partial store, which
-nothing else reads: the next run reads back the tasks it holds (a torn last line is dropped, any other
-bad line refused in one line) and computes only the rest. A finished run returns every record in task
-order and removes its store; what it returns is what the results cache keeps
+While a study runs, each finished task is appended to a JSONL store (``.cache/records/<name>-<key>.jsonl``
+under the repository, untracked, or ``store_dir``; one line per task). The key hashes the study's
+configuration and the library's source, so a resumed store never pools records computed by other
+*library* code (a point function outside the library is keyed by its name only: change its name, or pass
+``store_dir``, when you change its code mid-study). An interrupted run leaves only that partial store, which
+nothing else reads: the next run reads back the tasks it holds (a torn last line is dropped and the file
+rewritten without it, any other bad line refused in one line) and computes only the rest. Two runs of one
+study at once are refused in one line (a lock beside the store). A finished run returns every record in
+task order and removes its store; what it returns is what the results cache keeps
 (:func:`spinlib.cache.cached_call`). The tasks run on the joblib or Dask backends of
 :func:`iter_points`, and the records never depend on where they ran.
 
@@ -33,12 +36,19 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from .cache import canonical_json, config_key, key_form
-from .jsonio import json_default, read_jsonl_records
-from .paths import CACHE
+from .jsonio import atomic_write_text, json_default, read_jsonl_records
+from .paths import ROOT
 from .validation import ValidationError
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 SCHEDULER_ENV = "SPINLIB_DASK_SCHEDULER"
+STORES = ROOT / ".cache" / "records"  # the partial stores of running or interrupted studies (untracked)
+
+
+def study_name(prefix: str, fn) -> str:
+    """A store-safe study name from ``prefix`` and a function (any callable: a lambda, a partial)."""
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{prefix}-{name}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -147,11 +157,13 @@ class Study:
     seed: int
 
     def __post_init__(self):
+        if hasattr(self.points, "__iter__") and not isinstance(self.points, (str, dict)):
+            object.__setattr__(self, "points", tuple(self.points))  # (a generator is read once, here)
         if not isinstance(self.name, str) or not NAME.match(self.name):
             raise ValidationError(f"study name must be letters, digits, '_', '.' or '-', got {self.name!r}")
         if not callable(self.point):
             raise ValidationError(f"study {self.name}: point must be callable, got {type(self.point).__name__}")
-        if not self.points or not all(isinstance(p, dict) for p in self.points):
+        if not isinstance(self.points, tuple) or not self.points or not all(isinstance(p, dict) for p in self.points):
             raise ValidationError(f"study {self.name}: points must be a non-empty sequence of dicts")
         for field, value, low in (("n_seeds", self.n_seeds, 1), ("seed", self.seed, 0)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
@@ -173,36 +185,42 @@ class Study:
                "seed": int(self.seed), "library": library_digest()}
         return config_key(key_form(cfg))
 
-    def store(self, directory: Path | None = None) -> Path:
+    def store(self, directory: Path | None = None, key: str | None = None) -> Path:
         """Where a run appends its finished tasks (module docstring)."""
-        return Path(directory or CACHE / "records") / f"{self.name}-{self.key}.jsonl"
+        return Path(directory or STORES) / f"{self.name}-{key or self.key}.jsonl"
 
     def run(self, *, n_jobs: int | None = None, scheduler: str | None = None, progress: bool = True,
             store_dir: Path | None = None) -> list[dict]:
         """Every task's records, in task order: ``{**params, "seed": seed, **metrics}`` per task whose point
-        returns a dict, ``{**params, "seed": seed, **record}`` per record of one that returns a list.
-        Finished tasks are read back from an interrupted run's store (module docstring)."""
-        tasks = self.tasks()
-        path = self.store(store_dir)
-        done = read_store(path, self.key, [s for _, s in tasks]) if path.exists() else {}
-        todo = [i for i in range(len(tasks)) if i not in done]
-        if todo:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "a", encoding="utf-8") as f:
-                for i, out in iter_points(_Task(self.point), [(i, *tasks[i]) for i in todo], n_jobs=n_jobs,
-                                          scheduler=scheduler, progress=progress, desc=f"study {self.name}",
-                                          total=len(tasks), initial=len(done)):
-                    line = {"study": self.key, "task": i, "seed": tasks[i][1], "output": out}
-                    f.write(json.dumps(line, default=json_default, sort_keys=True) + "\n")
-                    f.flush()
-                    os.fsync(f.fileno())
-                    done[i] = json.loads(json.dumps(line, default=json_default, sort_keys=True))
-        records = []
-        for i, (params, seed) in enumerate(tasks):
-            out = done[i]["output"]
-            head = {**_plain(params), "seed": seed}
-            records += [{**head, **r} for r in (out if isinstance(out, list) else [out])]
-        path.unlink(missing_ok=True)
+        returns a dict, ``{**params, "seed": seed, **record}`` per record of one that returns a list (the
+        parameters as record fields: scalars as they are, anything else as canonical JSON). Finished tasks
+        are read back from an interrupted run's store (module docstring)."""
+        tasks, key = self.tasks(), self.key
+        path = self.store(store_dir, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _locked(path):
+            kept: list[str] = []
+            done = read_store(path, key, [s for _, s in tasks], kept) if path.exists() else {}
+            if path.exists():  # rewritten from the lines kept: a torn last line is never appended onto
+                atomic_write_text(path, "".join(line + "\n" for line in kept))
+            todo = [i for i in range(len(tasks)) if i not in done]
+            if todo:
+                with open(path, "a", encoding="utf-8") as f:
+                    for i, out in iter_points(_Task(self.point), [(i, *tasks[i]) for i in todo], n_jobs=n_jobs,
+                                              scheduler=scheduler, progress=progress, desc=f"study {self.name}",
+                                              total=len(tasks), initial=len(done)):
+                        text = json.dumps({"study": key, "task": i, "seed": tasks[i][1], "output": out},
+                                          default=json_default, sort_keys=True)
+                        f.write(text + "\n")
+                        f.flush()
+                        os.fsync(f.fileno())
+                        done[i] = json.loads(text)
+            records = []
+            for i, (params, seed) in enumerate(tasks):
+                out = done[i]["output"]
+                head = {**_plain(params), "seed": seed}
+                records += [{**head, **r} for r in (out if isinstance(out, list) else [out])]
+            path.unlink(missing_ok=True)
         return records
 
 
@@ -228,10 +246,36 @@ def _plain(params: dict) -> dict:
     return {k: plain(v) for k, v in params.items()}
 
 
-def read_store(path: Path, key: str, seeds: list[int]) -> dict:
-    """The finished tasks of a study's store, by task index (``seeds``: each task's seed, checked): a torn
-    last line is dropped, any other bad line is one :class:`ValidationError` naming the file, the line and
-    the field (module docstring)."""
+class _locked:
+    """An exclusive lock beside a study's store (``<store>.lock``), refused in one line when another run
+    holds it; the lock file is removed on release."""
+
+    def __init__(self, path: Path):
+        self.lock = path.with_name(path.name + ".lock")
+
+    def __enter__(self):
+        import fcntl
+
+        self.f = open(self.lock, "a")
+        try:
+            fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.f.close()
+            raise ValidationError(f"{self.lock}: another run of this study holds its store; wait for it to end "
+                                  f"(or delete the lock if no run is left)") from None
+        return self
+
+    def __exit__(self, *exc):
+        self.lock.unlink(missing_ok=True)
+        self.f.close()
+        return False
+
+
+def read_store(path: Path, key: str, seeds: list[int], kept: list | None = None) -> dict:
+    """The finished tasks of a study's store, by task index (``seeds``: each task's seed, checked; ``kept``:
+    a list the good lines are appended to): a torn last line is dropped, any other bad line is one
+    :class:`ValidationError` naming the file, the line and the field (module docstring). An undefined metric
+    (``NaN``) is read as it was written."""
     n_tasks = len(seeds)
 
     def error(p, line, field, allowed):
@@ -251,7 +295,8 @@ def read_store(path: Path, key: str, seeds: list[int]) -> dict:
         return r["task"]
 
     return read_jsonl_records(path, "study records", check, error, "a task not stored before (task {key} repeats)",
-                              same={"study": key}, key_field="task")
+                              same={"study": key}, key_field="task", allow_nonfinite=True, good_lines=kept)
 
 
-__all__ = ["Study", "study_seeds", "library_digest", "read_store", "iter_points", "map_points", "SCHEDULER_ENV"]
+__all__ = ["Study", "study_seeds", "study_name", "library_digest", "read_store", "iter_points", "map_points",
+           "SCHEDULER_ENV", "STORES"]

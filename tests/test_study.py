@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spinlib.study import Study, library_digest, map_points, read_store, study_seeds
+import spinlib.study as study_module
+from spinlib.study import Study, library_digest, map_points, read_store, study_name, study_seeds
 from spinlib.validation import ValidationError
 from helpers import fresh_seed
 
@@ -112,11 +113,67 @@ def test_a_repeated_task_and_a_line_that_is_not_json_are_refused(tmp_path):
         read_store(path, s.key, [sd for _, sd in s.tasks()])
 
 
-def test_the_store_key_names_the_configuration_and_the_library(tmp_path):
+def test_the_store_key_names_the_configuration_and_the_library(tmp_path, monkeypatch):
     base = study(tmp_path)
     assert len({base.key, study(tmp_path, seed=12).key, study(tmp_path, n_seeds=4).key,
                 Study("test-study", records_point, base.points, 3, 11).key}) == 4
-    assert base.key == study(tmp_path).key and len(library_digest()) == 16
+    k0 = base.key
+    assert k0 == study(tmp_path).key and len(library_digest()) == 16
+    monkeypatch.setattr(study_module, "library_digest", lambda: "0" * 16)  # other library code: another store
+    assert study(tmp_path).key != k0
+
+
+def nan_point(params, seed):
+    """A metric that is undefined (NaN) on some tasks, as a map's point may return."""
+    if Path(params["stop"]).exists() and params["a"] == 2:
+        raise RuntimeError("interrupted")
+    return {"m": float("nan") if seed % 2 else 1.0, "a2": params["a"] * 2}
+
+
+def test_a_store_with_undefined_metrics_resumes(tmp_path):
+    stop = tmp_path / "stop"
+    stop.touch()
+    s = Study("test-nan", nan_point, tuple({"a": a, "stop": str(stop)} for a in (1, 2)), 4, 3)
+    with pytest.raises(RuntimeError):
+        s.run(n_jobs=1, progress=False, store_dir=tmp_path)
+    stop.unlink()
+    out = s.run(n_jobs=1, progress=False, store_dir=tmp_path)
+    assert len(out) == 8 and sum(np.isnan(r["m"]) for r in out) == sum(sd % 2 for sd in study_seeds(3, 4)) * 2
+
+
+def test_a_torn_line_is_dropped_from_the_file_before_a_resumed_run_appends(tmp_path):
+    """Torn last line, a resumed run interrupted again, a third run: the store stays readable."""
+    flag = tmp_path / "fail-now"
+    flag.touch()
+    s = study(tmp_path, fail=flag)
+    path = _write_store(s, tmp_path / "store", [_line(s, 0), _line(s, 1)[:17]])
+    with pytest.raises(RuntimeError, match="interrupted"):
+        s.run(n_jobs=1, progress=False, store_dir=tmp_path / "store")
+    assert sorted(read_store(path, s.key, [sd for _, sd in s.tasks()])) == [0, 1, 2]
+    flag.unlink()
+    assert len(s.run(n_jobs=1, progress=False, store_dir=tmp_path / "store")) == 9
+
+
+def test_two_runs_of_one_study_at_once_are_one_line(tmp_path):
+    import fcntl
+
+    s = study(tmp_path)
+    path = s.store(tmp_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(ValidationError, match="another run of this study holds its store"):
+            s.run(n_jobs=1, progress=False, store_dir=tmp_path)
+    assert len(s.run(n_jobs=1, progress=False, store_dir=tmp_path)) == 9  # released: it runs
+    assert not list(tmp_path.glob("*.lock")) and not list(tmp_path.glob("*.jsonl"))
+
+
+def test_points_from_a_generator_and_names_from_any_callable():
+    s = Study("gen", records_point, ({"a": a} for a in range(3)), 2, 0)
+    assert len(s.points) == 3 and len(s.tasks()) == 6
+    assert study_name("map", lambda c, sd: {}) == "map-_lambda_"
+    import functools
+    assert study_name("map", functools.partial(records_point)) == "map-partial"
 
 
 @pytest.mark.parametrize("bad, message", [

@@ -148,7 +148,6 @@ class BalanceUser:
         """``[pi_1, ..., pi_L]``, ``pi_i = P(the first i drafts are accepted)``: the profile where it is given,
         then ``pi_{i+1} = pi_i alpha`` (non-increasing)."""
         prof = list(self.acceptance_profile or ())[:L]
-        p = 1.0
         while len(prof) < L:
             p = (prof[-1] if prof else 1.0) * self.alpha
             prof.append(p)

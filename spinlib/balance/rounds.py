@@ -6,13 +6,14 @@ user's generation at its *expected* tokens per round, ``c_k + n_k R_SD / N_k``; 
 One player round (:func:`spinlib.online.player.play_rounds`) is one step of the server under the decider's
 plan, a :class:`~spinlib.balance.model.Schedule` (a mode per user and the AD share ``phi``):
 
-* when someone is in SD, one SD round of ``R = (L' t_S(s) + t_L(sum_k (L_k + 1))) / (1 - phi)`` [s], with
+* when an SD user is still generating, one SD round of ``R = (L' t_S(s) + t_L(sum_k (L_k + 1))) / (1 - phi)`` [s], with
   ``L_k`` the drafted lengths (the server's ``L`` unless the decider stops earlier), ``L' = max_k L_k``
   and ``s`` the SD batch; each SD user commits ``1 + A_k`` tokens (capped at what it has left), ``A_k``
   its accepted drafts, drawn with ``P(A_k >= i) = pi_i`` (:meth:`~spinlib.balance.model.BalanceUser.
   prefix_probabilities`); at ``L_k = L`` for all, ``R`` is :meth:`~spinlib.balance.model.BalanceServer.
   sd_round_time` ``/ (1 - phi)``, the analysis's round;
-* when nobody is in SD, one stretch of AD steps up to the next AD user's last token;
+* otherwise one stretch of AD steps up to the next AD user's last token (when nobody served is left, the
+  run ends: a schedule that serves nobody plays no round);
 * in both, the AD batch makes one token per user every ``tau_AD = t_L(a) / phi`` [s] of the round.
 
 A user completes at ``c_k`` plus the time its last token is committed; it meets its deadline when that is
@@ -20,9 +21,11 @@ A user completes at ``c_k`` plus the time its last token is committed; it meets 
 plan's throughout (``shrink=False``, the analysis's pricing: a finished user keeps its slot, and its
 drafts count at ``L``), or only the users still generating at the round's start (``shrink=True``: steps
 get cheaper as users finish; the analysis is then conservative). So under ``shrink=False`` an AD user completes exactly at the
-analysis's time, and an SD user, by Wald's identity on its rounds, in expectation between the analysis's
-``c_k + n_k R / N_k`` and ``c_k + (n_k + L + 1) R / N_k`` (its last round overshoots by less than
-``L + 1`` tokens): the tests check both.
+analysis's time, and an SD user drafting the plan's full length completes in expectation at
+``c_k + R E[rho_k]``, ``rho_k`` its rounds, with ``E[rho_m] = 1 + sum_a P(A = a) E[rho_{m-1-a}]``
+(:func:`expected_rounds`); by Wald's identity that lies between the analysis's ``c_k + n_k R / N_k`` and
+``c_k + (n_k + L) R / N_k`` (before its last round it has at most ``n_k - 1`` tokens, and a round adds
+at most ``L + 1``). The tests check all three.
 """
 from __future__ import annotations
 
@@ -35,6 +38,8 @@ from ..online.player import play_rounds
 from ..validation import ValidationError
 from .model import TOL, BalanceInstance, Schedule
 from .registry import solve_balance
+
+AD_TOL = 1e-9  # [token] an AD user's fractional progress this close to a whole token has made it
 
 
 class PolicyDecider:
@@ -110,34 +115,38 @@ class ServerRounds:
         srv, modes, phi = self.instance.server, np.array(self.plan.modes), self.plan.phi
         active = self.left > 0
         ad, sd = (modes == "AD") & active, (modes == "SD") & active
+        if not np.any(ad | sd):  # nobody served is left (a schedule that serves nobody): an empty round
+            z = np.zeros(self.K)
+            zi = np.zeros(self.K, dtype=np.int64)
+            self.rounds += 1
+            return Outcome(np.asarray(L, dtype=np.int64), zi, zi, z, z, z, z)
         in_ad = ad if self.shrink else (modes == "AD")
         in_sd = sd if self.shrink else (modes == "SD")
         a, s = int(in_ad.sum()), int(in_sd.sum())
         tau = float(srv.ad_step_time(a)) / phi if a else np.inf
         A = np.zeros(self.K, dtype=np.int64)
         N = np.zeros(self.K, dtype=np.int64)
-        if s:
+        if np.any(sd):
             Ls = np.where(sd, L, np.where(in_sd, self.L_max, 0))  # finished slots draft at L (shrink=False)
             R = (Ls.max() * (srv.small_t0_s + srv.small_t1_s_per_token * s) + srv.large_t0_s
                  + srv.large_t1_s_per_token * float(np.sum(Ls[in_sd] + 1))) / (1.0 - phi)
             u = self.rng.random(self.K)
             acc = (self.pi >= u[:, None]) & (np.arange(self.L_max)[None, :] < L[:, None])
-            A = np.where(sd, acc.sum(axis=1), 0)
+            A = np.where(sd, np.cumprod(acc, axis=1).sum(axis=1), 0)  # the accepted prefix
             N = np.where(sd, np.minimum(1 + A, self.left), 0).astype(np.int64)
             done_sd = sd & (N == self.left)
             self.finish[done_sd] = self.clock + R
-        elif np.any(ad):
-            R = float(np.min(self.left[ad] - self.ad_progress[ad])) * tau  # up to the next AD user's last token
         else:
-            raise ValidationError("nothing to play: no user is served")
+            R = float(np.min(self.left[ad] - self.ad_progress[ad])) * tau  # up to the next AD user's last token
         if np.any(ad):
-            before = self.ad_progress[ad] + (self.instance.n[ad] - self.left[ad])  # tokens made so far (fractional)
+            n_ad = self.instance.n[ad]
+            before = self.ad_progress[ad] + (n_ad - self.left[ad])  # tokens made so far (fractional)
             made = before + R / tau
-            last = made >= self.instance.n[ad] * (1 - 1e-12)
+            last = made >= n_ad - AD_TOL  # (one tolerance for the last token and for whole tokens)
             idx = np.flatnonzero(ad)
-            self.finish[idx[last]] = self.clock + (self.instance.n[ad][last] - before[last]) * tau
-            whole = np.where(last, self.instance.n[ad], np.floor(made + 1e-9))
-            N[idx] = (whole - (self.instance.n[ad] - self.left[ad])).astype(np.int64)
+            self.finish[idx[last]] = self.clock + (n_ad[last] - before[last]) * tau
+            whole = np.where(last, n_ad, np.minimum(np.floor(made + AD_TOL), n_ad - 1))
+            N[idx] = (whole - (n_ad - self.left[ad])).astype(np.int64)
             self.ad_progress[idx] = np.where(last, 0.0, made - whole)
         self.left = self.left - N
         self.clock += R
@@ -177,4 +186,17 @@ def play_balance(instance: BalanceInstance, decider, *, seed=0, shrink: bool = F
     return model.result()
 
 
-__all__ = ["PolicyDecider", "ServerRounds", "ServerRun", "play_balance"]
+def expected_rounds(pi, n: int) -> float:
+    """``E[rho_n]``: the expected SD rounds to commit ``n`` tokens when each round commits ``1 + A`` (capped at
+    what is left), ``P(A >= i) = pi_i`` for ``i = 1..L`` (``pi`` [L], non-increasing):
+    ``E[rho_m] = 1 + sum_a P(A = a) E[rho_{m-1-a}]``, ``E[rho_m] = 0`` for ``m <= 0`` (exact, O(n L))."""
+    p = np.concatenate([[1.0], np.asarray(pi, dtype=float), [0.0]])
+    pa = p[:-1] - p[1:]  # P(A = a), a = 0..L
+    E = np.zeros(int(n) + 1)
+    for m in range(1, int(n) + 1):
+        prev = np.array([E[max(m - 1 - a, 0)] for a in range(len(pa))])
+        E[m] = 1.0 + float(pa @ prev)
+    return float(E[int(n)])
+
+
+__all__ = ["PolicyDecider", "ServerRounds", "ServerRun", "play_balance", "expected_rounds", "AD_TOL"]

@@ -257,7 +257,7 @@ def balance_rounds_point(params: dict, seed: int) -> dict:
     if sd.any():
         srv = inst.server
         R = float(srv.sd_round_time(int(sd.sum()))) / (1.0 - d.schedule.phi)
-        high = inst.comm + (inst.n + srv.draft_length + 1) * R / inst.tokens_per_round
+        high = inst.comm + (inst.n + srv.draft_length) * R / inst.tokens_per_round
         mean = comp[:, sd].mean(axis=0)
         se = comp[:, sd].std(axis=0, ddof=1) / np.sqrt(plays) if plays > 1 else np.zeros(int(sd.sum()))
         out["wald_outside"] = int(np.sum((mean < ana[sd] - WALD_SE * se) | (mean > high[sd] + WALD_SE * se)))
@@ -266,12 +266,14 @@ def balance_rounds_point(params: dict, seed: int) -> dict:
 
 
 def balance_rounds_check(policies, num_users: int, n_instances: int, plays: int, seed: int, phi_steps: int = 20,
-                         n_jobs: int | None = None) -> list[dict]:
+                         n_jobs: int | None = None, progress: bool = True, store_dir=None) -> list[dict]:
     """:func:`balance_rounds_point` for every policy on ``n_instances`` random instances (a
-    :class:`spinlib.study.Study`: instance seeds ``study_seeds(seed, n_instances)``, common to the policies)."""
+    :class:`spinlib.study.Study`: instance seeds ``study_seeds(seed, n_instances)``, common to the policies;
+    ``store_dir``: where an unfinished run keeps its records)."""
     points = tuple({"policy": p, "num_users": int(num_users), "plays": int(plays), "phi_steps": int(phi_steps)}
                    for p in policies)
-    return Study("balance-rounds", balance_rounds_point, points, n_instances, seed).run(n_jobs=n_jobs, progress=True)
+    return Study("balance-rounds", balance_rounds_point, points, n_instances, seed).run(
+        n_jobs=n_jobs, progress=progress, store_dir=store_dir)
 
 
 __all__ = ["balance_rounds_point", "balance_rounds_check", "ROUND_POLICIES", "HYBRID_MAP_DEFAULTS",

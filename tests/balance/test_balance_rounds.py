@@ -4,8 +4,12 @@
 
 * AD users complete exactly at the analysis's time (batch sizes of the plan, ``shrink=False``);
 * SD users' mean completion over many plays lies within Wald's bounds, between the analysis's
-  ``c + n R / N`` and ``c + (n + L + 1) R / N`` (5 standard errors of slack for the sampling);
-* letting finished users leave the batch (``shrink=True``) never completes anyone later on the same draws;
+  ``c + n R / N`` and ``c + (n + L) R / N`` (5 standard errors of slack for the sampling), and within
+  4.5 standard errors of the exact expectation ``c + R E[rho]`` (:func:`expected_rounds`) on mixed plans
+  with an AD share ``0 < phi < 1`` (a wrong round time, acceptance law or cap moves it);
+* letting finished users leave the batch (``shrink=True``) never completes anyone later on the same draws,
+  and some users earlier;
+* a schedule that serves nobody plays no round, and a tiny AD share does not stretch the run;
 * every registered BALANCE policy is a decider that plays, the same seed gives the same run, and a plan
   that is not a schedule, or that the server cannot run, is one line.
 """
@@ -15,7 +19,7 @@ import numpy as np
 import pytest
 
 from spinlib.balance import BALANCE_POLICIES, Schedule, feasible, random_instance
-from spinlib.balance.rounds import PolicyDecider, ServerRounds, play_balance
+from spinlib.balance.rounds import PolicyDecider, ServerRounds, expected_rounds, play_balance
 from spinlib.decision import never_stops
 from spinlib.online.player import play_rounds
 from spinlib.validation import ValidationError
@@ -60,13 +64,71 @@ def test_sd_users_mean_completion_lies_within_walds_bounds():
         srv, phi = inst.server, d.schedule.phi
         R = float(srv.sd_round_time(int(sd.sum()))) / (1 - phi)
         low = np.array(feasible(inst, d.schedule).completion_s)
-        high = inst.comm + (inst.n + srv.draft_length + 1) * R / inst.tokens_per_round
+        high = inst.comm + (inst.n + srv.draft_length) * R / inst.tokens_per_round
         where = f"seed {seed}, instance {i}"
         assert np.all(mean[sd] >= low[sd] - 5 * se[sd] - 1e-12), where
         assert np.all(mean[sd] <= high[sd] + 5 * se[sd]), where
         assert np.all(np.isnan(mean[~sd])), where
         checked += int(sd.sum())
     assert checked >= 5, f"seed {seed}: only {checked} SD users checked"
+
+
+class Plan:
+    """A fixed schedule as a decider (the server's full draft length, no early stop)."""
+
+    def __init__(self, schedule):
+        self.schedule = schedule
+
+    def choose(self, ctx):
+        return self.schedule
+
+    @never_stops
+    def stop(self, ctx, L_ref):
+        return L_ref
+
+    def update(self, out):
+        pass
+
+
+def mixed_plan(rng, K):
+    """Half the users (at random) in SD, the rest in AD, an AD share in (0.1, 0.9)."""
+    modes = np.where(rng.permutation(K) < K // 2, "SD", "AD")
+    return Schedule(tuple(modes.tolist()), float(rng.uniform(0.1, 0.9)), "mixed")
+
+
+def test_sd_users_mean_completion_is_the_exact_expectation_on_mixed_plans():
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    checked = 0
+    for i in range(3):
+        inst = draw(rng)
+        plan = mixed_plan(rng, inst.num_users)
+        modes = np.array(plan.modes)
+        sd, ad = modes == "SD", modes == "AD"
+        plays = np.array([play_balance(inst, Plan(plan), seed=[seed % (1 << 32), i, r]).completion_s
+                          for r in range(300)])
+        srv = inst.server
+        R = float(srv.sd_round_time(int(sd.sum()))) / (1 - plan.phi)
+        tau = float(srv.ad_step_time(int(ad.sum()))) / plan.phi
+        pi = [u.prefix_probabilities(srv.draft_length) for u in inst.users]
+        exact = np.array([inst.comm[k] + R * expected_rounds(pi[k], int(inst.n[k])) for k in range(inst.num_users)])
+        mean, se = plays.mean(axis=0), plays.std(axis=0, ddof=1) / np.sqrt(len(plays))
+        where = f"seed {seed}, instance {i}"
+        assert np.all(np.abs(mean[sd] - exact[sd]) <= 4.5 * se[sd] + 1e-9 * exact[sd]), where
+        assert np.allclose(plays[:, ad], inst.comm[ad] + inst.n[ad] * tau, rtol=1e-12, atol=0), where
+        checked += int(sd.sum())
+    assert checked >= 5, f"seed {seed}: only {checked} SD users checked"
+
+
+def test_a_plan_serving_nobody_plays_no_round_and_a_tiny_ad_share_stays_short():
+    inst = random_instance(5, 0)
+    run = play_balance(inst, Plan(Schedule(("off",) * 5, 0.5)))
+    assert run.served_in_time == 0 and run.rounds <= 1 and all(np.isnan(run.completion_s))
+    K = inst.num_users
+    plan = Schedule(("SD", "AD", "SD", "AD", "AD"), 0.001, "tiny AD share")
+    run = play_balance(inst, Plan(plan), seed=1)
+    sd_rounds_bound = int(inst.n.max())  # an SD round commits at least one token
+    assert run.rounds <= sd_rounds_bound + K, run.rounds  # AD stretches: one per AD user at most, once SD is done
 
 
 def test_shrinking_batches_never_complete_anyone_later():
@@ -82,6 +144,10 @@ def test_shrinking_batches_never_complete_anyone_later():
             served = ~np.isnan(b)
             assert np.all(a[served] <= b[served] * (1 + 1e-12)), f"seed {seed}, instance {i}, {policy}"
             assert shrunk.served_in_time >= plan.served_in_time, f"seed {seed}, instance {i}, {policy}"
+        plan = mixed_plan(rng, inst.num_users)
+        a = np.array(play_balance(inst, Plan(plan), seed=[seed % (1 << 32), i], shrink=True).completion_s)
+        b = np.array(play_balance(inst, Plan(plan), seed=[seed % (1 << 32), i]).completion_s)
+        assert np.all(a <= b * (1 + 1e-12)) and np.any(a < b * (1 - 1e-9)), f"seed {seed}, instance {i}, mixed"
 
 
 def test_every_registered_policy_is_a_decider_and_a_seed_gives_one_run():
@@ -114,12 +180,20 @@ class Halves:
 
 
 def test_a_decider_that_stops_early_drafts_what_it_says():
+    """A decider that drafts half the server's length: its lengths are played, no more than that many
+    drafts are accepted, and the round costs half-length drafting and verification."""
     inst = random_instance(6, 2)
-    sched = Schedule(("SD",) * 6, 0.0, "all-sd")
+    sched = Schedule(("SD",) * 6, 0.25, "all-sd")
     d = Halves(sched)
-    model = ServerRounds(inst, np.random.default_rng(0))
-    play_rounds(d, model)
-    assert all(np.all(L == inst.server.draft_length // 2) for L in d.seen[:1])
+    outs = []
+    d.update = outs.append
+    play_rounds(d, ServerRounds(inst, np.random.default_rng(0)))
+    srv, h = inst.server, inst.server.draft_length // 2
+    first = outs[0]
+    assert np.all(first.L == h) and np.all(first.A <= h) and first.A.max() >= 1
+    R = (h * (srv.small_t0_s + srv.small_t1_s_per_token * 6) + srv.large_t0_s
+         + srv.large_t1_s_per_token * 6 * (h + 1)) / (1 - 0.25)
+    assert np.allclose(first.T, R, rtol=1e-12)
 
 
 @pytest.mark.parametrize("choice, message", [

@@ -53,8 +53,8 @@ def test_balance_rounds_check_counts_are_consistent_and_reproducible(tmp_path):
     AD completions at the analysis's time), the same records from the same seed."""
     from spinlib.studies.balance import balance_rounds_check
 
-    recs = balance_rounds_check(["ad-only", "sd-only", "greedy"], 10, 2, 6, 3, n_jobs=1)
-    again = balance_rounds_check(["ad-only", "sd-only", "greedy"], 10, 2, 6, 3, n_jobs=1)
+    recs = balance_rounds_check(["ad-only", "sd-only", "greedy"], 10, 2, 6, 3, n_jobs=1, store_dir=tmp_path)
+    again = balance_rounds_check(["ad-only", "sd-only", "greedy"], 10, 2, 6, 3, n_jobs=1, store_dir=tmp_path)
     assert recs == again and len(recs) == 3 * 2
     for r in recs:
         assert 0 <= r["met"] <= r["user_plays"] == 6 * r["served"], r
