@@ -38,7 +38,7 @@ import numpy as np
 from .cache import canonical_json, config_key, key_form
 from .jsonio import atomic_write_text, json_default, read_jsonl_records
 from .paths import ROOT
-from .validation import ValidationError
+from .validation import ValidationError, check_int_range
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 SCHEDULER_ENV = "SPINLIB_DASK_SCHEDULER"
@@ -165,9 +165,8 @@ class Study:
             raise ValidationError(f"study {self.name}: point must be callable, got {type(self.point).__name__}")
         if not isinstance(self.points, tuple) or not self.points or not all(isinstance(p, dict) for p in self.points):
             raise ValidationError(f"study {self.name}: points must be a non-empty sequence of dicts")
-        for field, value, low in (("n_seeds", self.n_seeds, 1), ("seed", self.seed, 0)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                raise ValidationError(f"study {self.name}: {field} must be an integer >= {low}, got {value!r}")
+        check_int_range(f"study {self.name}: n_seeds", self.n_seeds, 1)
+        check_int_range(f"study {self.name}: seed", self.seed, 0)
 
     def seeds(self) -> list[int]:
         return study_seeds(int(self.seed), int(self.n_seeds))
@@ -199,9 +198,10 @@ class Study:
         path = self.store(store_dir, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         with _locked(path):
-            kept: list[str] = []
-            done = read_store(path, key, [s for _, s in tasks], kept) if path.exists() else {}
+            done = {}
             if path.exists():  # rewritten from the lines kept: a torn last line is never appended onto
+                kept: list[str] = []
+                done = read_store(path, key, [s for _, s in tasks], kept)
                 atomic_write_text(path, "".join(line + "\n" for line in kept))
             todo = [i for i in range(len(tasks)) if i not in done]
             if todo:
@@ -231,9 +231,14 @@ class _Task:
     def __call__(self, task) -> tuple[int, object]:
         i, params, seed = task
         out = self.point(params, seed)
-        if not isinstance(out, (dict, list)) or (isinstance(out, list) and not all(isinstance(r, dict) for r in out)):
+        if not _is_output(out):
             raise ValidationError(f"a study's point must return a dict or a list of dicts, got {type(out).__name__}")
         return i, out
+
+
+def _is_output(out) -> bool:
+    """Whether a point's output is what a study stores: a dict of metrics or a list of dict records."""
+    return isinstance(out, dict) or (isinstance(out, list) and all(isinstance(r, dict) for r in out))
 
 
 def _plain(params: dict) -> dict:
@@ -289,8 +294,7 @@ def read_store(path: Path, key: str, seeds: list[int], kept: list | None = None)
             raise error(p, line, "task", f"an integer in [0, {n_tasks})")
         if r["seed"] != seeds[r["task"]]:
             raise error(p, line, "seed", f"{seeds[r['task']]}, task {r['task']}'s seed")
-        out = r["output"]
-        if not isinstance(out, (dict, list)) or (isinstance(out, list) and not all(isinstance(x, dict) for x in out)):
+        if not _is_output(r["output"]):
             raise error(p, line, "output", "a dict or a list of dicts")
         return r["task"]
 

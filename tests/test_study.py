@@ -179,8 +179,10 @@ def test_points_from_a_generator_and_names_from_any_callable():
 @pytest.mark.parametrize("bad, message", [
     ({"name": "a/b"}, "study name must be"), ({"name": ""}, "study name must be"),
     ({"point": 3}, "point must be callable"), ({"points": ()}, "points must be"), ({"points": (1,)}, "points must be"),
-    ({"n_seeds": 0}, "n_seeds must be an integer >= 1"), ({"n_seeds": 2.0}, "n_seeds must be an integer >= 1"),
-    ({"seed": -1}, "seed must be an integer >= 0"), ({"seed": True}, "seed must be an integer >= 0"),
+    ({"n_seeds": 0}, r"^study ok: n_seeds must be an integer in \[1, inf\), got 0$"),
+    ({"n_seeds": 2.0}, r"^study ok: n_seeds must be an integer, got 2.0$"),
+    ({"seed": -1}, r"^study ok: seed must be an integer in \[0, inf\), got -1$"),
+    ({"seed": True}, r"^study ok: seed must be an integer, got True$"),
 ])
 def test_a_bad_study_is_one_line(bad, message):
     kw = {"name": "ok", "point": records_point, "points": ({"a": 1},), "n_seeds": 2, "seed": 0, **bad}

@@ -84,14 +84,12 @@ class ServerRounds:
         self.clock = 0.0  # server time [s]
         self.finish = np.full(self.K, np.nan)  # server time of each user's last token
         self.plan: Schedule | None = None
+        self.modes = np.full(self.K, "off")  # the latest plan's modes [K]
         self.rounds = 0
 
     # ----- the four methods of a round model ----------------------------------------------------------
     def done(self, t: int) -> bool:
-        if self.plan is None:
-            return False
-        served = np.array([m != "off" for m in self.plan.modes])
-        return not np.any(served & (self.left > 0))
+        return self.plan is not None and not np.any((self.modes != "off") & (self.left > 0))
 
     def context(self, t: int) -> RoundContext:
         z = np.zeros(self.K)
@@ -108,11 +106,11 @@ class ServerRounds:
             raise ValidationError(f"{who}: AD users need phi > 0, got phi = {choice.phi!r}")
         if np.any(modes == "SD") and choice.phi >= 1.0:
             raise ValidationError(f"{who}: SD users need phi < 1, got phi = {choice.phi!r}")
-        self.plan = choice  # (a decider may re-plan between rounds; the batches follow its latest plan)
+        self.plan, self.modes = choice, modes  # (a decider may re-plan between rounds; the batches follow it)
         return np.where((modes == "SD") & (self.left > 0), self.L_max, 0).astype(np.int64)
 
     def realise(self, t: int, L: np.ndarray) -> Outcome:
-        srv, modes, phi = self.instance.server, np.array(self.plan.modes), self.plan.phi
+        srv, modes, phi = self.instance.server, self.modes, self.plan.phi
         active = self.left > 0
         ad, sd = (modes == "AD") & active, (modes == "SD") & active
         if not np.any(ad | sd):  # nobody served is left (a schedule that serves nobody): an empty round
@@ -158,7 +156,7 @@ class ServerRounds:
     # ----- what the run realised ---------------------------------------------------------------------
     def result(self) -> "ServerRun":
         inst = self.instance
-        served = np.array([m != "off" for m in self.plan.modes])
+        served = self.modes != "off"
         completion = np.where(served, inst.comm + self.finish, np.nan)
         met = served & (completion <= inst.deadline * (1 + TOL))
         return ServerRun(self.plan, tuple(completion.tolist()), tuple(met.tolist()), int(met.sum()), self.rounds)

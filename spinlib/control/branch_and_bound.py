@@ -94,7 +94,7 @@ import numpy as np
 from ..channel import RateModel
 from ..rounds import sync_goodput, sync_round_time
 from ..scenario import Scenario
-from ..validation import ValidationError
+from ..validation import ValidationError, check_int_range
 from .bandwidth import accurate_rate_derivative, min_makespan_bandwidth, required_bandwidth
 from .lagrangian import costs_increase, minimise_budget_dual, useful_lengths
 from .search import Incumbent, SearchResult, best_first
@@ -284,10 +284,8 @@ class SyncSearch:
                  per_node: bool = False, threads: int | None = None, refine_open: bool = True):
         if d_split not in D_SPLITS:
             raise ValidationError(f"d_split must be one of {', '.join(D_SPLITS)}, got {d_split!r}")
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1):
-            raise ValidationError(f"threads must be an integer >= 1 (or None: every core), got {threads!r}")
         self.d_split, self.per_node, self.refine_open = d_split, bool(per_node), bool(refine_open)
-        self.threads = available_cores() if threads is None else int(threads)
+        self.threads = available_cores() if threads is None else check_int_range("threads", threads, 1)
         self.scenario, self.rates, self.table = scenario, rates, table
         self.K, P = table.shape
         self.L_max = P - 1

@@ -241,7 +241,7 @@ def sync_search_settings(K: int) -> dict:
     * up to :data:`BNB_FULL_USERS`: batches of 64 nodes, 16 root intervals, makespan cuts at the relaxed
       solution's own makespan, every bound refined (the settings every committed small-K result holds);
     * above: batches of 8, 4 root intervals, every makespan cut at the interval's midpoint, and a node
-      proven to stay open keeps its first valid bound (``refine_open=False``); measured faster at
+      proven to stay open keeps the best bound found up to that proof (``refine_open=False``); measured faster at
       K = 100 to 100,000 (``benchmarks/certified_scaling.py``: fewer nodes, fewer multiplier searches);
     * above :data:`PER_NODE_USERS` also one node per bound call, on every core (``per_node``: the same bits
       on any number of threads); below it one node's arrays are too small and the batch pass is faster.

@@ -26,6 +26,31 @@ from spinlib.validation import ValidationError
 from helpers import fresh_seed
 
 
+class Plan:
+    """A fixed schedule as a decider (the server's full draft length, no early stop)."""
+
+    def __init__(self, schedule):
+        self.schedule = schedule
+
+    def choose(self, ctx):
+        return self.schedule
+
+    @never_stops
+    def stop(self, ctx, L_ref):
+        return L_ref
+
+    def update(self, out):
+        pass
+
+
+class Halves(Plan):
+    """Drafts half the server's length: the stop rule of any decider is played as given."""
+
+    @never_stops
+    def stop(self, ctx, L_ref):
+        return L_ref // 2
+
+
 def draw(rng):
     return random_instance(int(rng.integers(3, 25)), int(rng.integers(1 << 31)),
                            alpha_range=(0.2, float(rng.uniform(0.5, 0.95))), output_tokens=(16, 200))
@@ -71,23 +96,6 @@ def test_sd_users_mean_completion_lies_within_walds_bounds():
         assert np.all(np.isnan(mean[~sd])), where
         checked += int(sd.sum())
     assert checked >= 5, f"seed {seed}: only {checked} SD users checked"
-
-
-class Plan:
-    """A fixed schedule as a decider (the server's full draft length, no early stop)."""
-
-    def __init__(self, schedule):
-        self.schedule = schedule
-
-    def choose(self, ctx):
-        return self.schedule
-
-    @never_stops
-    def stop(self, ctx, L_ref):
-        return L_ref
-
-    def update(self, out):
-        pass
 
 
 def mixed_plan(rng, K):
@@ -162,23 +170,6 @@ def test_every_registered_policy_is_a_decider_and_a_seed_gives_one_run():
         assert np.all(np.isfinite(np.array(a.completion_s)[served])), name
 
 
-class Halves:
-    """Drafts half the server's length: the stop rule of any decider is played as given."""
-
-    def __init__(self, schedule):
-        self.schedule, self.seen = schedule, []
-
-    def choose(self, ctx):
-        return self.schedule
-
-    @never_stops
-    def stop(self, ctx, L_ref):
-        return L_ref // 2
-
-    def update(self, out):
-        self.seen.append(out.L.copy())
-
-
 def test_a_decider_that_stops_early_drafts_what_it_says():
     """A decider that drafts half the server's length: its lengths are played, no more than that many
     drafts are accepted, and the round costs half-length drafting and verification."""
@@ -203,17 +194,5 @@ def test_a_decider_that_stops_early_drafts_what_it_says():
     (Schedule(("SD",) * 4, 1.0), "SD users need phi < 1"),
 ])
 def test_a_plan_the_server_cannot_run_is_one_line(choice, message):
-    inst = random_instance(4, 1)
-
-    class Fixed:
-        def choose(self, ctx):
-            return choice
-
-        def stop(self, ctx, L_ref):
-            return L_ref
-
-        def update(self, out):
-            pass
-
     with pytest.raises(ValidationError, match=message):
-        play_balance(inst, Fixed())
+        play_balance(random_instance(4, 1), Plan(choice))

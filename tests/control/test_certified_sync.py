@@ -301,8 +301,9 @@ def test_one_node_per_call_gives_the_same_bits_on_any_number_of_threads():
                                         max_nodes=300, time_limit_s=600)
         assert default.upper_bound >= runs[0].value * (1 - 1e-12), f"seed {seed}, instance {i}"
         assert runs[0].upper_bound >= default.value * (1 - 1e-12), f"seed {seed}, instance {i}"
-    for bad in (0, -2, 1.5, True, "2"):
-        with pytest.raises(ValidationError, match=r"threads must be an integer >= 1"):
+    for bad, message in ((0, r" in \[1, inf\), got 0"), (-2, r" in \[1, inf\), got -2"), (1.5, ", got 1.5"),
+                         (True, ", got True"), ("2", ", got '2'")):
+        with pytest.raises(ValidationError, match=rf"^threads must be an integer{message}$"):
             branch_and_bound_sync(s, rates, table, np.zeros(s.num_users, dtype=int), G0, per_node=True, threads=bad)
 
 
