@@ -20,8 +20,10 @@ task order and removes its store; what it returns is what the results cache keep
 (:func:`spinlib.cache.cached_call`). The tasks run on the joblib or Dask backends of
 :func:`iter_points`, and the records never depend on where they ran.
 
-The claim maps (:func:`spinlib.maps.grid_records`) and the policy sweeps (:func:`spinlib.experiments.sweep`)
-are studies.
+The claim maps (:func:`spinlib.maps.grid_records`), the policy sweeps (:func:`spinlib.experiments.sweep`) and
+every randomised campaign of the notebooks (:mod:`spinlib.studies`: the exhaustive and structure checks, the
+testbed's agreement, queueing and fading studies, the closed form against simulated rounds, BALANCE's sweeps,
+ratio campaign, hybrid regime and drawn rounds, and the multi-user re-planning study) are studies.
 """
 from __future__ import annotations
 

@@ -1,11 +1,13 @@
 """Studies of notebook 09 (BALANCE): sweeps, the ratio campaign and the solve-time ladder.
 
-Every function draws its instances from one ``numpy`` Generator seeded by ``seed`` and returns
-plain records (lists of dicts) so that :func:`spinlib.cache.cached_call` can store them.
+The randomised studies are :class:`spinlib.study.Study` instances (one master seed, common seeds across
+points, records first) whose point functions are defined here; each returns plain records (lists of
+dicts) so that :func:`spinlib.cache.cached_call` can store them.
 """
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -17,6 +19,7 @@ from ..balance.rounds import PolicyDecider, play_balance
 from ..balance.solvers import greedy_counterexample
 from ..balance.wireless import wireless_instance
 from ..study import Study
+from ..validation import ValidationError
 
 #: the key of these studies in the results cache (:func:`spinlib.cache.cache_name`): the module they were
 #: first cached under, kept when they moved here
@@ -42,39 +45,57 @@ def _instance(knob: str, value, K: int, rng, base_kwargs: dict):
     elif knob == "bandwidth_mhz":
         return wireless_instance(K, int(rng.integers(1 << 31)), bandwidth_hz=float(value) * 1e6, **kw)
     else:
-        raise ValueError(f"unknown knob {knob!r}")
+        raise ValidationError(f"knob must be one of num_users, memory_gb, deadline_scale, bandwidth_mhz; got {knob!r}")
     return random_instance(K, rng, **kw)
 
 
+@dataclass(frozen=True)
+class ServedPoint:
+    """One instance of :func:`served_sweep` at knob value ``params["x"]``: drawn from ``default_rng(seed)``,
+    every policy's served users, AD/SD split and phi (each schedule re-checked with
+    :func:`~spinlib.balance.model.feasible`; the MILP only where K <= ``milp_max_users``)."""
+
+    knob: str
+    num_users: int
+    milp_max_users: int
+    phi_steps: int
+    policies: tuple
+    instance_kwargs: tuple  # sorted (key, value) pairs
+
+    def __call__(self, params: dict, seed: int) -> dict:
+        inst = _instance(self.knob, params["x"], self.num_users, np.random.default_rng(seed), dict(self.instance_kwargs))
+        rec = {"K": inst.num_users}
+        for p in self.policies:
+            if p == "milp" and inst.num_users > self.milp_max_users:
+                continue
+            s = solve_balance(inst, p, **_kwargs(p, self.phi_steps))
+            if not feasible(inst, s).ok:
+                raise AssertionError(f"{p} returned an infeasible schedule")
+            rec[p] = s.served
+            rec[f"{p}_ad"], rec[f"{p}_sd"], rec[f"{p}_phi"] = s.num_ad, s.num_sd, s.phi
+            if p == "milp":
+                rec["milp_certified"] = bool(s.info["certified"])
+        return rec
+
+
 def served_sweep(knob: str, values, n_seeds: int, seed: int, num_users: int = 100, milp_max_users: int = 60,
-                 phi_steps: int = 20, policies=SWEEP_POLICIES, **instance_kwargs) -> list[dict]:
-    """Users served by each policy on ``n_seeds`` random instances per ``knob`` value.
+                 phi_steps: int = 20, policies=SWEEP_POLICIES, n_jobs: int | None = None,
+                 **instance_kwargs) -> list[dict]:
+    """Users served by each policy on ``n_seeds`` random instances per ``knob`` value: a
+    :class:`~spinlib.study.Study` (:class:`ServedPoint`, points ``x`` = the values).
 
     Knobs: ``num_users`` (K), ``memory_gb``, ``deadline_scale`` (per-token budgets x value) and
     ``bandwidth_mhz`` (uplink band of :func:`~spinlib.balance.wireless.wireless_instance`; the
-    ``instance_kwargs`` then go there). Common random numbers: draw ``i`` uses the Generator seeded by
-    ``(seed, i)`` at every value, so that the memory, deadline and bandwidth sweeps change only their
-    knob on the same users. The MILP runs where K <= ``milp_max_users``. Each record:
-    knob value, seed index, K, and per policy the count served, AD/SD split and phi; every schedule
-    is re-checked with :func:`~spinlib.balance.model.feasible`.
+    ``instance_kwargs`` then go there). Common random numbers: the study's seeds are the same at every
+    value, so that the memory, deadline and bandwidth sweeps change only their knob on the same users.
+    The MILP runs where K <= ``milp_max_users``. Each record: knob value ``x``, ``seed``, K, and per
+    policy the count served, AD/SD split and phi.
     """
-    out = []
-    for v in values:
-        for i in range(n_seeds):
-            inst = _instance(knob, v, num_users, np.random.default_rng([seed, i]), instance_kwargs)
-            rec = {"x": float(v), "seed": i, "K": inst.num_users}
-            for p in policies:
-                if p == "milp" and inst.num_users > milp_max_users:
-                    continue
-                s = solve_balance(inst, p, **_kwargs(p, phi_steps))
-                if not feasible(inst, s).ok:
-                    raise AssertionError(f"{p} returned an infeasible schedule")
-                rec[p] = s.served
-                rec[f"{p}_ad"], rec[f"{p}_sd"], rec[f"{p}_phi"] = s.num_ad, s.num_sd, s.phi
-                if p == "milp":
-                    rec["milp_certified"] = bool(s.info["certified"])
-            out.append(rec)
-    return out
+    if knob not in ("num_users", "memory_gb", "deadline_scale", "bandwidth_mhz"):
+        raise ValidationError(f"knob must be one of num_users, memory_gb, deadline_scale, bandwidth_mhz; got {knob!r}")
+    point = ServedPoint(knob, int(num_users), int(milp_max_users), int(phi_steps), tuple(policies),
+                        tuple(sorted(instance_kwargs.items())))
+    return Study(f"served-{knob}", point, [{"x": float(v)} for v in values], n_seeds, seed).run(n_jobs=n_jobs)
 
 
 def who_is_served(num_users: int, seed: int, phi_steps: int = 20, **instance_kwargs) -> list[dict]:
@@ -86,20 +107,32 @@ def who_is_served(num_users: int, seed: int, phi_steps: int = 20, **instance_kwa
              "output_tokens": int(inst.n[k]), "mode": s.modes[k], "phi": s.phi} for k in range(num_users)]
 
 
-def ratio_campaign(n_instances: int, seed: int, k_max: int = 30, phi_steps: int = 20) -> list[dict]:
-    """``served`` of every policy and of the MILP on ``n_instances`` default random instances (K ~ U{1..k_max})."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n_instances):
-        inst = random_instance(int(rng.integers(1, k_max + 1)), rng)
-        rec = {"i": i, "K": inst.num_users}
+@dataclass(frozen=True)
+class RatioPoint:
+    """One instance of :func:`ratio_campaign`: K ~ U{1..k_max} and the instance from ``default_rng(seed)``;
+    ``served`` of the MILP and of every policy."""
+
+    k_max: int
+    phi_steps: int
+
+    def __call__(self, params: dict, seed: int) -> dict:
+        rng = np.random.default_rng(seed)
+        inst = random_instance(int(rng.integers(1, self.k_max + 1)), rng)
+        rec = {"K": inst.num_users}
         for p in ("milp", "balance", "greedy", "ad-only", "sd-only"):
-            s = solve_balance(inst, p, **_kwargs(p, phi_steps))
+            s = solve_balance(inst, p, **_kwargs(p, self.phi_steps))
             rec[p] = s.served
             if p == "milp":
                 rec["milp_certified"] = bool(s.info["certified"])
-        out.append(rec)
-    return out
+        return rec
+
+
+def ratio_campaign(n_instances: int, seed: int, k_max: int = 30, phi_steps: int = 20,
+                   n_jobs: int | None = None) -> list[dict]:
+    """``served`` of every policy and of the MILP on ``n_instances`` default random instances
+    (K ~ U{1..k_max}): a :class:`~spinlib.study.Study` (:class:`RatioPoint`, one point)."""
+    return Study("balance-ratio", RatioPoint(int(k_max), int(phi_steps)), [{"k_max": int(k_max)}], n_instances,
+                 seed).run(n_jobs=n_jobs)
 
 
 #: the region of generator settings the hybrid-regime study explores (log-uniform where the range spans decades)
@@ -185,17 +218,24 @@ def balance_hybrid_point(cell: dict, seed: int, phi_steps: int = 20) -> dict:
             "best_single_share": best / K, "balance_share": r["balance"] / K}
 
 
-def hybrid_regime_study(n_points: int, seed: int, phi_steps: int = 20) -> list[dict]:
+@dataclass(frozen=True)
+class RegimePoint:
+    """One point of :func:`hybrid_regime_study`: ``SeedSequence(seed).spawn(2)``, the first child draws the
+    setting from :data:`REGIME_REGION`, the second the instance (:func:`hybrid_regime_point`)."""
+
+    phi_steps: int
+
+    def __call__(self, params: dict, seed: int) -> dict:
+        draw, inst_seed = np.random.SeedSequence(seed).spawn(2)
+        return hybrid_regime_point(_draw_setting(np.random.default_rng(draw)), inst_seed, self.phi_steps)
+
+
+def hybrid_regime_study(n_points: int, seed: int, phi_steps: int = 20, n_jobs: int | None = None) -> list[dict]:
     """Where does the hybrid serve more users than both single modes? ``n_points`` generator settings
-    drawn from :data:`REGIME_REGION` (one :class:`numpy.random.SeedSequence` from ``seed``, spawned per
-    point: a point's setting and instance depend only on ``(seed, point)``), one instance each; one
-    record per point (:func:`hybrid_regime_point`, with its setting)."""
-    out = []
-    for i, child in enumerate(np.random.SeedSequence(seed).spawn(n_points)):
-        draw, inst_seed = child.spawn(2)
-        rec = hybrid_regime_point(_draw_setting(np.random.default_rng(draw)), inst_seed, phi_steps)
-        out.append({"point": i, **rec})
-    return out
+    drawn from :data:`REGIME_REGION`, one instance each: a :class:`~spinlib.study.Study` (:class:`RegimePoint`;
+    a point's setting and instance depend only on its seed); one record per point, with its setting."""
+    return Study("hybrid-regime", RegimePoint(int(phi_steps)), [{"region": "REGIME_REGION"}], n_points, seed).run(
+        n_jobs=n_jobs)
 
 
 def counterexample_counts(K: int) -> dict:
@@ -277,5 +317,6 @@ def balance_rounds_check(policies, num_users: int, n_instances: int, plays: int,
 
 
 __all__ = ["balance_rounds_point", "balance_rounds_check", "ROUND_POLICIES", "HYBRID_MAP_DEFAULTS",
-           "balance_hybrid_point", "SWEEP_POLICIES", "served_sweep", "who_is_served", "ratio_campaign",
+           "balance_hybrid_point", "SWEEP_POLICIES", "served_sweep", "ServedPoint", "who_is_served", "ratio_campaign",
+           "RatioPoint", "hybrid_regime_study", "hybrid_regime_point", "RegimePoint", "REGIME_REGION",
            "counterexample_counts", "solve_time_ladder"]

@@ -1,11 +1,17 @@
 """Studies of notebook 10 (JSON-able results, for :func:`spinlib.cache.cached_call`).
 
+The arena studies (regret, drift, communication-dominated, context, GELATO) run their replicates as
+:class:`spinlib.study.Study` tasks (:func:`arena_study`: one record per replicate and controller, resumable);
+the claim maps' point functions run one replicate each inside a map's study (:mod:`spinlib.maps`); the
+critical-delay and log-growth tables are deterministic, and the intervals are bootstraps over measurements.
+
 A pair's timings and token streams are read by :mod:`spinlib.online.measured` (the medians of its
 committed measurements; its committed traces, one stream per task group).
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -13,9 +19,10 @@ from ..emulator.fading import Fading
 from ..maps import check_axes
 from ..timing import median_standard_error
 from ..validation import ValidationError
-from ..online.arena import ArenaConfig, Delay, run_arena
+from ..online.arena import ArenaConfig, ArenaResult, Delay, run_arena
 from ..online.energy import energy_preset
-from ..online.registry import cspec
+from ..online.registry import as_spec, cspec
+from ..study import Study
 from ..online.stopping import (RoundCosts, brute_force_length, critical_delay, critical_delay_iid, iid_survival,
                        large_delay_length, optimal_stopping)
 from ..online.measured import pair_streams, pair_timing_records, pair_timings, pooled_survival
@@ -149,11 +156,71 @@ def log_growth_study(pairs, D_values_s, L_cap: int = 400) -> dict:
     return out
 
 
-def _curve_stats(curves: np.ndarray, points) -> dict:
-    sub = curves[:, points]
+def _curve_stats(sub: np.ndarray, points) -> dict:
+    """Mean and 95 % range over seeds of regret curves ``sub`` [seeds, P] kept at the 0-based rounds ``points``."""
     return {"rounds": [int(p) + 1 for p in points], "mean": sub.mean(0).tolist(),
             "lo": np.quantile(sub, 0.025, axis=0).tolist(), "hi": np.quantile(sub, 0.975, axis=0).tolist(),
             "seeds": sub.tolist()}
+
+
+def curve_points(rounds: int) -> list[int]:
+    """The 0-based rounds at which a study keeps regret curves: 40 geometric points over ``1..rounds``."""
+    return np.unique(np.geomspace(1, rounds, 40).astype(int) - 1).tolist()
+
+
+_CURVES = ("regret_fixed_curve", "regret_clairvoyant_curve")
+
+
+@dataclass(frozen=True)
+class ArenaReplicate:
+    """One replicate of an arena study (a :class:`~spinlib.study.Study` task): every controller on the pair's
+    traces (:func:`~spinlib.online.measured.pair_streams`) under ``config``, on identical inputs drawn from
+    the task's seed (:func:`~spinlib.online.arena.run_arena` with ``seed``, one replicate).
+
+    One record per controller: its arena metrics (``controller`` and the metrics of
+    :func:`~spinlib.online.arena.run_arena`'s rows), and with ``oracles`` the replicate's best fixed lengths
+    in hindsight ``best_fixed_L`` [K] and its regret curves [s] at the 0-based rounds ``curve_rounds``
+    (``regret_fixed_curve``, ``regret_clairvoyant_curve``).
+    """
+
+    pair: str
+    controllers: tuple
+    config: ArenaConfig
+    oracles: bool = True
+    curve_rounds: tuple = ()
+
+    def __call__(self, params: dict, seed: int) -> list[dict]:
+        res = run_arena(list(self.controllers), pair_streams(self.pair), self.config, seed=seed, n_seeds=1,
+                        oracles=self.oracles)
+        idx = list(self.curve_rounds)
+        out = []
+        for row in res.rows:
+            rec = {k: v for k, v in row.items() if k != "seed"}
+            if self.oracles:
+                lab = row["controller"]
+                rec["best_fixed_L"] = list(res.best_fixed_L[0])
+                rec["regret_fixed_curve"] = res.regret_fixed[lab][0, idx].tolist()
+                rec["regret_clairvoyant_curve"] = res.regret_clairvoyant[lab][0, idx].tolist()
+            out.append(rec)
+        return out
+
+
+def arena_study(name: str, pair: str, controllers, config: ArenaConfig, *, n_seeds: int, seed: int,
+                oracles: bool = True, curve_rounds=(), n_jobs: int | None = None) -> ArenaResult:
+    """``n_seeds`` replicates of an arena run as a :class:`~spinlib.study.Study` (:class:`ArenaReplicate`,
+    seeds ``study_seeds(seed, n_seeds)``; records first, resumable, on joblib or Dask), gathered into an
+    :class:`~spinlib.online.arena.ArenaResult`: ``rows`` (per seed and controller, ``seed`` the replicate's),
+    and with ``oracles`` the regret curves ``[seeds, P]`` at ``curve_rounds`` and the best fixed lengths."""
+    specs = tuple(as_spec(c) for c in controllers)
+    labels = [sp.title for sp in specs]
+    point = ArenaReplicate(pair, specs, config, bool(oracles), tuple(int(r) for r in curve_rounds))
+    recs = Study(f"arena-{name}", point, [{"pair": pair}], n_seeds, seed).run(n_jobs=n_jobs)
+    extra = {"pair", "best_fixed_L", *_CURVES}
+    rows = [{k: v for k, v in r.items() if k not in extra} for r in recs]
+    curves = {c: {lab: np.array([r[c] for r in recs if r["controller"] == lab], float).reshape(n_seeds, -1)
+                  for lab in labels} if oracles else {} for c in _CURVES}
+    best_L = [r["best_fixed_L"] for r in recs if r["controller"] == labels[0]] if oracles else []
+    return ArenaResult(config, labels, rows, curves["regret_fixed_curve"], curves["regret_clairvoyant_curve"], best_L)
 
 
 def _growth_fitter(t, start_fraction: float):
@@ -230,13 +297,14 @@ def regret_exponent(rounds, curves, *, start_fraction: float = 1 / 32, n_boot: i
 
 
 def regret_study(pair: str, controllers, *, rounds: int, users: int, n_seeds: int, seed: int, delay_kind: str,
-                 delay_s: float, L_max: int = 8) -> dict:
-    """The learners and the field's rules on the pair's traces with a random delay: per controller the
-    mean (and 95 % bootstrap interval over seeds) of every arena metric, and regret curves."""
+                 delay_s: float, L_max: int = 8, n_jobs: int | None = None) -> dict:
+    """The learners and the field's rules on the pair's traces with a random delay (:func:`arena_study`):
+    per controller the mean (and 95 % bootstrap interval over seeds) of every arena metric, and regret curves
+    at :func:`curve_points`."""
     tim = pair_timings(pair)
     cfg = ArenaConfig(rounds=rounds, users=users, L_max=L_max, delay=Delay(delay_kind, delay_s), **tim)
-    res = run_arena(controllers, pair_streams(pair), cfg, seed=seed, n_seeds=n_seeds)
-    points = np.unique(np.geomspace(1, rounds, 40).astype(int) - 1)
+    points = curve_points(rounds)
+    res = arena_study("regret", pair, controllers, cfg, n_seeds=n_seeds, seed=seed, curve_rounds=points, n_jobs=n_jobs)
     summ = res.summary()
     return {"timings": tim, "labels": res.labels, "rows": res.rows,
             "summary": {lab: summ.loc[lab].to_dict() for lab in res.labels},
@@ -253,7 +321,8 @@ def _best(res, specs):
 
 
 def drift_study(pair: str, *, levels_s, period: int, h_grid, rounds: int, users: int, n_seeds: int, seed: int,
-                L_max: int = 8, gamma: float = 0.995, c_extra: float = 1.0, extra_learners=()) -> dict:
+                L_max: int = 8, gamma: float = 0.995, c_extra: float = 1.0, extra_learners=(),
+                n_jobs: int | None = None) -> dict:
     """UCB-SpecStop against statically tuned rules under a drifting delay (piecewise means).
 
     The *static tuning* the paper compares with: the best fixed length and SpecDec++'s best threshold
@@ -271,12 +340,12 @@ def drift_study(pair: str, *, levels_s, period: int, h_grid, rounds: int, users:
     each extra learner.
     """
     tim = pair_timings(pair)
-    streams = pair_streams(pair)
     common = dict(rounds=rounds, users=users, L_max=L_max, **tim)
     fixed = [cspec("fixed", L=L) for L in range(1, L_max + 1)]
     spd = [cspec("specdec++", h=float(h)) for h in h_grid]
-    tune = run_arena(fixed + spd, streams, ArenaConfig(delay=Delay("exponential", float(levels_s[0])), **common),
-                     seed=seed, n_seeds=n_seeds, oracles=False)
+    tune = arena_study("drift-tuning", pair, fixed + spd, ArenaConfig(delay=Delay("exponential", float(levels_s[0])),
+                                                                     **common),
+                       n_seeds=n_seeds, seed=seed, oracles=False, n_jobs=n_jobs)
     L0 = _best(tune, fixed).kwargs["L"]
     h0 = _best(tune, spd).kwargs["h"]
     drift = Delay("piecewise", levels_s=tuple(float(v) for v in levels_s), period=period)
@@ -288,7 +357,8 @@ def drift_study(pair: str, *, levels_s, period: int, h_grid, rounds: int, users:
         specs.insert(3, small)
     extra = {name: [cspec(name), cspec(name, gamma=gamma)] for name in extra_learners}
     specs += [sp for pair_ in extra.values() for sp in pair_]
-    res = run_arena(specs, streams, ArenaConfig(delay=drift, **common), seed=seed, n_seeds=n_seeds)
+    res = arena_study("drift", pair, specs, ArenaConfig(delay=drift, **common), n_seeds=n_seeds, seed=seed,
+                      oracles=False, n_jobs=n_jobs)
     best_h = _best(res, spd_drift)
     return {"timings": tim, "levels_s": [float(v) for v in levels_s], "period": int(period), "L0": L0, "h0": h0,
             "h_hindsight": best_h.kwargs["h"], "h_hindsight_label": best_h.title, "gamma": float(gamma),
@@ -299,35 +369,37 @@ def drift_study(pair: str, *, levels_s, period: int, h_grid, rounds: int, users:
 
 
 def comm_dominated_study(pair: str, *, delays_s, rounds: int, users: int, n_seeds: int, seed: int,
-                         L_max: int = 8, controllers=("ucb-specstop",)) -> dict:
+                         L_max: int = 8, controllers=("ucb-specstop",), n_jobs: int | None = None) -> dict:
     """The learners' gap to the offline oracle (best fixed length in hindsight, per user) for long
-    exponential delays; per delay the per-seed rows of the arena (``controllers``: distinct specs)."""
+    exponential delays; per delay the per-seed rows of an :func:`arena_study` (``controllers``: distinct
+    specs; the same seeds at every delay)."""
     tim = pair_timings(pair)
-    streams = pair_streams(pair)
     out = {"timings": tim, "delays_s": [float(d) for d in delays_s], "runs": {}}
     for D in delays_s:
-        res = run_arena(list(dict.fromkeys(controllers)), streams,
-                        ArenaConfig(rounds=rounds, users=users, L_max=L_max, delay=Delay("exponential", float(D)), **tim),
-                        seed=seed, n_seeds=n_seeds)
+        res = arena_study("comm-dominated", pair, list(dict.fromkeys(controllers)),
+                          ArenaConfig(rounds=rounds, users=users, L_max=L_max, delay=Delay("exponential", float(D)),
+                                      **tim), n_seeds=n_seeds, seed=seed, n_jobs=n_jobs)
         out["runs"][str(float(D))] = res.rows
     return out
 
 
 def context_study(pair: str, *, levels_s, stay: float, bits_per_token: float, bandwidth_hz: float, snr_db: float,
-                  rounds: int, users: int, n_seeds: int, seed: int, L_max: int = 8, c: float = 1.0) -> dict:
+                  rounds: int, users: int, n_seeds: int, seed: int, L_max: int = 8, c: float = 1.0,
+                  n_jobs: int | None = None) -> dict:
     """A Markov-modulated channel: the delay's mean switches between ``levels_s`` (a Markov chain per
     user) and the uplink fades (Gilbert-Elliott, :class:`spinlib.emulator.Fading` ``"markov"``), the
     draft's top-k distribution uploaded per token. UCB-SpecStop with and without channel-state
     information, and the known-statistics rule with the mean costs and with the state-dependent
-    threshold (UCB's bonus weight ``c``; the first two labels are the learners). Per-seed rows of the arena."""
+    threshold (UCB's bonus weight ``c``; the first two labels are the learners). Per-seed rows of an
+    :func:`arena_study`."""
     tim = pair_timings(pair)
     cfg = ArenaConfig(rounds=rounds, users=users, L_max=L_max, fading=Fading("markov"),
                       delay=Delay("markov", levels_s=tuple(float(v) for v in levels_s), stay=stay),
                       bits_per_token=bits_per_token, bandwidth_hz=bandwidth_hz, snr_db=snr_db, **tim)
     ucb = [cspec("ucb-specstop", c=float(c)), cspec("ucb-specstop-csi", c=float(c))] if c != 1 else \
         ["ucb-specstop", "ucb-specstop-csi"]
-    res = run_arena(ucb + ["specstop-known", "specstop-known:csi=state"],
-                    pair_streams(pair), cfg, seed=seed, n_seeds=n_seeds)
+    res = arena_study("context", pair, ucb + ["specstop-known", "specstop-known:csi=state"], cfg, n_seeds=n_seeds,
+                      seed=seed, n_jobs=n_jobs)
     return {"timings": tim, "labels": res.labels, "rows": res.rows}
 
 
@@ -402,8 +474,16 @@ def _gelato_setting(pair: str, *, rounds: int, users: int, L_max: int, delay_s: 
 def _fixed_lengths(streams, common: dict, L_max: int, seed: int, n_seeds: int):
     """Tokens per round, round time [s], energy per round [J] and throughput [token/s], each a list over
     the fixed lengths ``1..L_max``."""
-    fixed = run_arena([cspec("fixed", L=L) for L in range(1, L_max + 1)], streams, ArenaConfig(**common), seed=seed,
-                      n_seeds=n_seeds, oracles=False)
+    fixed = run_arena(_fixed_specs(L_max), streams, ArenaConfig(**common), seed=seed, n_seeds=n_seeds, oracles=False)
+    return _fixed_columns(fixed, L_max)
+
+
+def _fixed_specs(L_max: int) -> list:
+    return [cspec("fixed", L=L) for L in range(1, L_max + 1)]
+
+
+def _fixed_columns(fixed: ArenaResult, L_max: int):
+    """:func:`_fixed_lengths`' four lists from an arena result of :func:`_fixed_specs`."""
     fs = fixed.summary()
     col = lambda c: [float(fs.loc[f"fixed:L={L}", c]) for L in range(1, L_max + 1)]  # noqa: E731
     return col("tokens_per_round"), col("round_time_s"), col("energy_per_round_j"), col("user_goodput_tokens_per_s")
@@ -454,16 +534,18 @@ def gelato_gain_point(cell: dict, seed: int, *, pair: str = "qwen-coder", rounds
 
 def gelato_study(pair: str, *, V_values, budget_fractions, V_front: float, eta: float, rounds: int, users: int,
                  n_seeds: int, seed: int, delay_s: float, L_max: int = 8, energy: str = "phone-soc",
-                 fading: str = "rayleigh") -> dict:
+                 fading: str = "rayleigh", n_jobs: int | None = None) -> dict:
     """GELATO on the pair's traces under a Rayleigh-faded uplink: the V sweep at the middle budget, the
     energy-throughput front over budgets, and every fixed length (for the feasible mixture).
 
     Budgets are fractions of the way from the energy per round of ``L = 1`` to that of the fixed length
-    with the highest throughput (below it the budget binds).
+    with the highest throughput (below it the budget binds). Every arena run is an :func:`arena_study` (the
+    same seeds in each).
     """
-    tim, em, streams, common = _gelato_setting(pair, rounds=rounds, users=users, L_max=L_max, delay_s=delay_s,
-                                               energy=energy, fading=fading)
-    N, T, E, thr = _fixed_lengths(streams, common, L_max, seed, n_seeds)
+    tim, em, _, common = _gelato_setting(pair, rounds=rounds, users=users, L_max=L_max, delay_s=delay_s,
+                                         energy=energy, fading=fading)
+    N, T, E, thr = _fixed_columns(arena_study("gelato-fixed", pair, _fixed_specs(L_max), ArenaConfig(**common),
+                                              n_seeds=n_seeds, seed=seed, oracles=False, n_jobs=n_jobs), L_max)
     out = {"timings": tim, "energy_model": {"draft_j_per_token": em.draft_j_per_token, "tx_power_w": em.tx_power_w,
                                             "idle_power_w": em.idle_power_w},
            "fixed": {"N": N, "T": T, "E": E, "user_goodput_tokens_per_s": thr},
@@ -477,8 +559,8 @@ def gelato_study(pair: str, *, V_values, budget_fractions, V_front: float, eta: 
                                                              cspec("fixed", L=4), cspec("fixed", L=0)]
         if V_front not in Vs:
             specs.insert(0, cspec("gelato", V=V_front, eta=eta))
-        res = run_arena(specs, streams, ArenaConfig(energy_budget_j=budget, **common), seed=seed, n_seeds=n_seeds,
-                        oracles=False)
+        res = arena_study("gelato", pair, specs, ArenaConfig(energy_budget_j=budget, **common), n_seeds=n_seeds,
+                          seed=seed, oracles=False, n_jobs=n_jobs)
         summ = res.summary()
         out["budgets"][str(frac)] = {"budget_j": budget, "best_feasible_mixture_tokens_per_s": best,
                                      "mixture": list(arg), "V_values": list(Vs),
@@ -626,6 +708,7 @@ def gelato_v_point(cell: dict, seed: int, *, pair: str = "qwen-coder", rounds: i
 
 
 __all__ = ["pair_timings", "pair_streams", "pooled_survival", "critical_delay_study", "log_growth_study",
+           "ArenaReplicate", "arena_study", "curve_points",
            "regret_study", "regret_exponent", "drift_study", "comm_dominated_study", "context_study", "best_feasible_mixture", "fit_inverse_v", "gelato_study",
            "specstop_margin_point", "gelato_gain_point", "budget_between", "critical_delay_point",
            "log_growth_point", "regret_growth_point", "gelato_v_point"]

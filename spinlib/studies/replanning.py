@@ -3,11 +3,12 @@
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 from ..control.heterogeneous import solve_heterogeneous_sync
 from ..emulator.fading import FADING_MODELS, Fading
-from ..study import study_seeds
+from ..study import Study
 from ..online.multiuser import parse_mspec
 from ..online.replan import DEFAULT_CONTROLLERS, MAX_USERS, ReplanConfig, run_replan
 from ..presets import random_scenario
@@ -18,20 +19,36 @@ from ..validation import ValidationError, check_int_range
 CACHE_NAMESPACE = "spinlib.online.replan"
 
 
+@dataclass(frozen=True)
+class ReplanPoint:
+    """One cell of :func:`replan_under_fading` under ``params["fading"]``: ``random_scenario(num_users,
+    seed)``, every controller played with ``ReplanConfig(rounds, seed, fading, L_max)``."""
+
+    num_users: int
+    rounds: int
+    controllers: tuple
+    L_max: int
+    timings: bool
+
+    def __call__(self, params: dict, seed: int) -> list[dict]:
+        s = random_scenario(self.num_users, seed)
+        avg = solve_heterogeneous_sync(s, self.L_max)
+        cfg = ReplanConfig(rounds=self.rounds, seed=seed, fading=Fading(params["fading"]), L_max=self.L_max)
+        res = run_replan(s, [parse_mspec(c) for c in self.controllers], cfg, average_plan=avg, timings=self.timings)
+        return [r.record() for r in res]
+
+
 def replan_under_fading(n_cells: int = 2, num_users: int = 4, rounds: int = 250, seed: int = 0,
                         fadings: Sequence[str] = FADING_MODELS, controllers: Sequence = DEFAULT_CONTROLLERS,
-                        L_max: int = 8, timings: bool = False) -> list[dict]:
-    """Every controller on ``n_cells`` random cells under each fading model: long records.
-
-    Cells are :func:`spinlib.presets.random_scenario` ``(num_users, s_i)`` with ``s_i`` from
-    :func:`spinlib.study.study_seeds` ``(seed, n_cells)``; cell ``i`` is played with
-    ``ReplanConfig(rounds, seed=i, fading, L_max)`` (as :func:`spinlib.studies.allocation.fading_gains`
-    emulates its cells). The default sizes run in well under a minute on a 2-core machine.
+                        L_max: int = 8, timings: bool = False, n_jobs: int | None = None) -> list[dict]:
+    """Every controller on ``n_cells`` random cells under each fading model: long records of a
+    :class:`~spinlib.study.Study` (:class:`ReplanPoint`, points ``fading``; the same cells and seeds under
+    each fading model). The default sizes run in well under a minute on a 2-core machine.
 
     Returns
     -------
     list of dict
-        One per (cell, fading, controller): ``cell``, ``fading``, and :meth:`ReplanResult.record`
+        One per (fading, cell, controller): ``fading``, ``seed`` (the cell's), and :meth:`ReplanResult.record`
         (``goodput_tokens_per_s`` with ``ci_low``/``ci_high`` (99 %), ``round_tokens``,
         ``mean_round_time_s``, ``mean_L``, ``energy_per_token_j``, ``energy_per_round_j``, ``solver_status``,
         and for energy controllers ``budget_j``, ``debt_j``, ``max_debt_j``, ``energy_over_budget``).
@@ -43,16 +60,10 @@ def replan_under_fading(n_cells: int = 2, num_users: int = 4, rounds: int = 250,
     for f in fadings:
         if f not in FADING_MODELS:
             raise ValidationError(f"fadings must hold names from {FADING_MODELS}, got {f!r}")
-    specs = [parse_mspec(c) for c in controllers]
-    rows = []
-    for i, sd in enumerate(study_seeds(seed, n_cells)):
-        s = random_scenario(num_users, sd)
-        avg = solve_heterogeneous_sync(s, L_max)
-        for f in fadings:
-            cfg = ReplanConfig(rounds=rounds, seed=i, fading=Fading(f), L_max=L_max)
-            res = run_replan(s, specs, cfg, average_plan=avg, timings=timings)
-            rows += [{"cell": i, "fading": f, **r.record()} for r in res]
-    return rows
+    for c in controllers:
+        parse_mspec(c)  # a bad spec fails here, before any work
+    point = ReplanPoint(int(num_users), int(rounds), tuple(controllers), int(L_max), bool(timings))
+    return Study("replan-under-fading", point, [{"fading": f} for f in fadings], n_cells, seed).run(n_jobs=n_jobs)
 
 
-__all__ = ["replan_under_fading"]
+__all__ = ["replan_under_fading", "ReplanPoint"]
