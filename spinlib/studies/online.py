@@ -358,7 +358,7 @@ def drift_study(pair: str, *, levels_s, period: int, h_grid, rounds: int, users:
     extra = {name: [cspec(name), cspec(name, gamma=gamma)] for name in extra_learners}
     specs += [sp for pair_ in extra.values() for sp in pair_]
     res = arena_study("drift", pair, specs, ArenaConfig(delay=drift, **common), n_seeds=n_seeds, seed=seed,
-                      oracles=False, n_jobs=n_jobs)
+                      n_jobs=n_jobs)
     best_h = _best(res, spd_drift)
     return {"timings": tim, "levels_s": [float(v) for v in levels_s], "period": int(period), "L0": L0, "h0": h0,
             "h_hindsight": best_h.kwargs["h"], "h_hindsight_label": best_h.title, "gamma": float(gamma),

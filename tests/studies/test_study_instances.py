@@ -130,3 +130,14 @@ def test_an_arena_study_gathers_the_replicates_of_run_arena():
     for lab in ctrls:
         mean = np.mean([r["user_goodput_tokens_per_s"] for r in res.rows if r["controller"] == lab])
         assert summ.loc[lab, "user_goodput_tokens_per_s"] == pytest.approx(mean, rel=1e-12)
+
+
+def test_the_drift_study_keeps_the_offline_oracle_in_its_rows():
+    """Notebook 10 measures the learners against the best fixed length in hindsight of the drift run: every row
+    of the drift run carries it (the tuning run needs no oracle)."""
+    from spinlib.studies.online import drift_study
+
+    d = drift_study("qwen-coder", levels_s=[0.05, 1.0], period=40, h_grid=[0.5, 0.9], rounds=160, users=2, n_seeds=2,
+                    seed=fresh_seed() % 1000, n_jobs=1)
+    assert d["rows"] and all(r["best_fixed_tokens_per_s"] > 0 and "regret_fixed_s" in r for r in d["rows"])
+    assert all("best_fixed_tokens_per_s" not in r for r in d["tuning_rows"])
