@@ -27,6 +27,7 @@ compared.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -110,60 +111,86 @@ def replay_decider(decider, trace: PromptTrace, env: Env, *, delay_s: float, upl
     return model.rounds
 
 
+@dataclass(frozen=True)
+class RealReplayPoint:
+    """One (rule, task, prompt) of :func:`real_vs_replay`: the rule's real rounds on prompt
+    ``params["prompt"]`` of ``params["task"]`` and its rounds replayed over the prompt's committed trace,
+    each with a fresh controller whose generator is child 0 (real) or 1 (replay) of ``SeedSequence(seed)``;
+    no record when the pair has no trace of the prompt."""
+
+    pair: str
+    n_prompts: int
+    max_new_tokens: int
+    L_max: int
+    delay_s: float
+    uplink_bps: float
+    energy_budget_j: float
+    kernel: str
+
+    def __call__(self, params: dict, seed: int) -> list[dict]:
+        import torch
+
+        from ..sd.engine import speculative_generate
+        from ..sd.models import PACKAGED, get_pair, load_pair
+        from ..sd.prompts import encode, encode_for_pair, load_prompts
+
+        rule, task, j = params["rule"], params["task"], int(params["prompt"])
+        prompt = load_prompts(task, self.n_prompts)[j]
+        trace = {t.question_id: t for t in load_pair_traces(self.pair, tasks=[task])[task]}.get(prompt["question_id"])
+        if trace is None:
+            return []
+        target, draft, tok = load_pair(self.pair, self.kernel)
+        spec = PACKAGED[get_pair(self.pair).target]
+        stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
+        ids = encode_for_pair(get_pair(self.pair), tok, prompt["prompt"]) if spec.chat \
+            else encode(tok, prompt["prompt"], False)
+        name, kw = parse_params(rule)
+        children = np.random.SeedSequence(seed).spawn(2)
+
+        def fresh(k):
+            env = one_user_env(self.pair, L_max=self.L_max, delay_s=self.delay_s, bits_per_token=16.0,
+                               energy_budget_j=self.energy_budget_j, rng=np.random.default_rng(children[k]))
+            return make_controller(name, env, **kw)
+
+        t0 = time.perf_counter()
+        new, recs = speculative_generate(target, draft, ids, max_new_tokens=self.max_new_tokens, stop_ids=stop,
+                                         draft_length=fresh(0), delay_s=self.delay_s, uplink_bps=self.uplink_bps,
+                                         generator=torch.Generator().manual_seed(0))
+        wall = time.perf_counter() - t0
+        twin = fresh(1)
+        replay = replay_decider(twin, trace, twin.env, delay_s=self.delay_s, uplink_bps=self.uplink_bps,
+                                max_new_tokens=self.max_new_tokens)
+        return [{"question_id": int(prompt["question_id"]),
+                 "lossless": [int(x) for x in new] == trace.tokens[:self.max_new_tokens].tolist(),
+                 "tokens": len(new), "replay_tokens": min(trace.n, self.max_new_tokens),
+                 "real": [[r.drafted, r.accepted, r.tokens] for r in recs], "replay": [list(r) for r in replay],
+                 "wall_s": wall, "draft_s": float(sum(r.draft_s for r in recs)),
+                 "verify_s": float(sum(r.verify_s for r in recs))}]
+
+
 def real_vs_replay(pair: str, rules, *, tasks, n_prompts: int, max_new_tokens: int, L_max: int,
                    delay_s: float, uplink_bps: float, energy_budget_j: float, seed: int = 0,
-                   kernel: str) -> list[dict]:
+                   kernel: str, n_jobs: int | None = 1) -> list[dict]:
     """One record per (rule, prompt): real rounds, replayed rounds, losslessness, times (module docstring),
     on ``kernel``, which must be this machine's for the pair (:func:`spinlib.sd.models.check_kernel`).
 
-    ``rules`` are controller specs (``"name"`` or ``"name:key=value"``); each (rule, prompt) gets a
-    fresh controller whose generator is spawned from ``seed``. The timings of the controllers'
-    :class:`Env` are the pair's measured ones (:func:`spinlib.online.measured.pair_timings`).
+    A :class:`~spinlib.study.Study` over (rule, task, prompt) (:class:`RealReplayPoint`; one seed common to
+    every point; resumable; one worker by default, as each worker loads the pair). ``rules`` are controller
+    specs (``"name"`` or ``"name:key=value"``); each (rule, prompt) gets a fresh controller for the real
+    rounds and another for the replay. The timings of the controllers' :class:`Env` are the pair's measured
+    ones (:func:`spinlib.online.measured.pair_timings`). A prompt the pair has no trace of gives no record.
     """
-    import torch
+    from ..sd.models import check_kernel
+    from ..sd.prompts import load_prompts
+    from ..study import Study
 
-    from ..sd.engine import speculative_generate
-    from ..sd.models import PACKAGED, check_kernel, get_pair, load_pair
-    from ..sd.prompts import encode, encode_for_pair, load_prompts
-
-    traces = load_pair_traces(pair, tasks=list(tasks))
-    target, draft, tok = load_pair(pair, check_kernel(pair, kernel))
-    spec = PACKAGED[get_pair(pair).target]
-    stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
-    seeds = np.random.SeedSequence(seed).spawn(len(rules))
-    out = []
-    for rule, ss in zip(rules, seeds):
-        name, params = parse_params(rule)
-        for task in tasks:
-            by_id = {t.question_id: t for t in traces[task]}
-            for j, prompt in enumerate(load_prompts(task, n_prompts)):
-                trace = by_id.get(prompt["question_id"])
-                if trace is None:
-                    continue
-                ids = encode_for_pair(get_pair(pair), tok, prompt["prompt"]) if spec.chat \
-                    else encode(tok, prompt["prompt"], False)
-
-                def fresh(k):
-                    rng = np.random.default_rng(np.random.SeedSequence(ss.entropy, spawn_key=(j, k)))
-                    env = one_user_env(pair, L_max=L_max, delay_s=delay_s, bits_per_token=16.0,
-                                       energy_budget_j=energy_budget_j, rng=rng)
-                    return make_controller(name, env, **params)
-
-                t0 = time.perf_counter()
-                new, recs = speculative_generate(target, draft, ids, max_new_tokens=max_new_tokens, stop_ids=stop,
-                                                 draft_length=fresh(0), delay_s=delay_s, uplink_bps=uplink_bps,
-                                                 generator=torch.Generator().manual_seed(0))
-                wall = time.perf_counter() - t0
-                twin = fresh(1)
-                replay = replay_decider(twin, trace, twin.env, delay_s=delay_s, uplink_bps=uplink_bps,
-                                        max_new_tokens=max_new_tokens)
-                out.append({"rule": rule, "task": task, "question_id": int(prompt["question_id"]),
-                            "lossless": [int(x) for x in new] == trace.tokens[:max_new_tokens].tolist(),
-                            "tokens": len(new), "replay_tokens": min(trace.n, max_new_tokens), "real": [[r.drafted, r.accepted, r.tokens] for r in recs],
-                            "replay": [list(r) for r in replay], "wall_s": wall,
-                            "draft_s": float(sum(r.draft_s for r in recs)),
-                            "verify_s": float(sum(r.verify_s for r in recs))})
-    return out
+    for rule in rules:
+        parse_params(rule)  # a bad spec fails here, before any model loads
+    point = RealReplayPoint(pair, int(n_prompts), int(max_new_tokens), int(L_max), float(delay_s), float(uplink_bps),
+                            float(energy_budget_j), check_kernel(pair, kernel))
+    points = [{"rule": rule, "task": task, "prompt": j} for rule in rules for task in tasks
+              for j in range(len(load_prompts(task, n_prompts)))]
+    return Study(f"real-vs-replay-{pair}", point, points, 1, seed).run(n_jobs=n_jobs)
 
 
 def _key(rounds) -> list[tuple[int, int]]:

@@ -17,6 +17,7 @@ seconds for N positions, fitted to ``T_ver(N) = t0 + t1 N`` by least squares.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 import warnings
 
 import numpy as np
@@ -489,33 +490,60 @@ def retime_summary(path, *, threads: int | None = None, allow_busy: bool = False
     return summary
 
 
+@dataclass(frozen=True)
+class RoundTracePoint:
+    """One (prompt, payload, mode) of :func:`engine_round_traces`: one speculative generation of prompt
+    ``params["prompt"]`` of ``task`` with the payload ``params["payload"]`` names, sampled with
+    ``torch.Generator().manual_seed(seed)``; one record per round."""
+
+    pair_name: str
+    task: str
+    n_prompts: int
+    max_new_tokens: int
+    draft_length: int
+    payloads: tuple  # (name, Payload) pairs
+    temperature: float
+    kernel: str
+
+    def __call__(self, params: dict, seed: int) -> list[dict]:
+        import torch
+
+        from .engine import speculative_generate
+        from .models import get_pair, load_pair
+        from .prompts import encode_for_pair, load_spec_bench
+
+        target, draft, tok = load_pair(self.pair_name, self.kernel)
+        p = load_spec_bench(self.task, self.n_prompts)[int(params["prompt"])]
+        ids = encode_for_pair(get_pair(self.pair_name), tok, p["prompt"])
+        _, rr = speculative_generate(target, draft, ids, max_new_tokens=self.max_new_tokens,
+                                     draft_length=self.draft_length, temperature=self.temperature,
+                                     generator=torch.Generator().manual_seed(int(seed)), mode=params["mode"],
+                                     payload=dict(self.payloads)[params["payload"]], stop_ids=(tok.eos_token_id,))
+        return [{"drafted": r.drafted, "accepted": r.accepted, "bits_up": r.bits_up, "bits_down": r.bits_down}
+                for r in rr]
+
+
 def engine_round_traces(pair_name: str, task: str, n_prompts: int, max_new_tokens: int, draft_length: int,
-                        payloads: dict, seed: int = 0, temperature: float = 1.0, *, kernel: str) -> list[dict]:
+                        payloads: dict, seed: int = 0, temperature: float = 1.0, *, kernel: str,
+                        n_jobs: int | None = 1) -> list[dict]:
     """Per-round records of the real engine in both modes (notebook 06's bits-vs-model check), on
     ``kernel``, which must be this machine's for the pair (:func:`spinlib.sd.models.check_kernel`; part of
     the cache key).
 
     For each of the first ``n_prompts`` prompts of ``task`` (chat template), each payload in
     ``payloads`` (name -> :class:`~spinlib.scenario.Payload`) and each mode ("UL", "DL"): one
-    speculative generation at ``temperature`` with generator seed ``seed + prompt index``; one
-    record per round with the drafted and accepted counts and the bits the engine sent.
+    speculative generation at ``temperature``, a :class:`~spinlib.study.Study` task
+    (:class:`RoundTracePoint`; one sampler seed common to every point, so both modes and every payload
+    draw the same tokens; resumable; one worker by default, as each worker loads the pair); one record
+    per round with ``prompt``, ``payload``, ``mode``, ``seed``, the drafted and accepted counts and the
+    bits the engine sent.
     """
-    import torch
+    from ..study import Study
+    from .models import check_kernel
+    from .prompts import load_spec_bench
 
-    from .engine import speculative_generate
-    from .models import check_kernel, get_pair, load_pair
-    from .prompts import encode_for_pair, load_spec_bench
-
-    target, draft, tok = load_pair(pair_name, check_kernel(pair_name, kernel))
-    rows = []
-    for i, p in enumerate(load_spec_bench(task, n_prompts)):
-        ids = encode_for_pair(get_pair(pair_name), tok, p["prompt"])
-        for pname, pay in payloads.items():
-            for mode in ("UL", "DL"):
-                _, rr = speculative_generate(target, draft, ids, max_new_tokens=max_new_tokens,
-                                             draft_length=draft_length, temperature=temperature,
-                                             generator=torch.Generator().manual_seed(seed + i), mode=mode,
-                                             payload=pay, stop_ids=(tok.eos_token_id,))
-                rows += [{"prompt": i, "payload": pname, "mode": mode, "drafted": r.drafted, "accepted": r.accepted,
-                          "bits_up": r.bits_up, "bits_down": r.bits_down} for r in rr]
-    return rows
+    point = RoundTracePoint(pair_name, task, int(n_prompts), int(max_new_tokens), int(draft_length),
+                            tuple(payloads.items()), float(temperature), check_kernel(pair_name, kernel))
+    points = [{"prompt": i, "payload": name, "mode": mode} for i in range(len(load_spec_bench(task, n_prompts)))
+              for name in payloads for mode in ("UL", "DL")]
+    return Study(f"engine-round-traces-{pair_name}", point, points, 1, seed).run(n_jobs=n_jobs)

@@ -5,10 +5,12 @@ A study is a function of plain arguments that returns JSON-able records (for
 below and nothing below imports it (``tests/test_architecture.py`` checks the layering). Every randomised
 campaign here runs as a :class:`spinlib.study.Study` (records first, one master seed, the same seeds at
 every point, resumable, on joblib or Dask) whose point function is defined beside it; so do the arena's
-replicates (:func:`.online.arena_study`). What is not a Study: the deterministic tables (where speculation
-starts to pay, critical delays, the log-growth law, the counterexample), the solve-time ladder (timings of
-fixed instances ``random_instance(K, seed=K)``), the bootstrap intervals over measurements, and the
-real-model runs (:mod:`.engine_runs`, :mod:`.replay`: each prompt's sampler seeded ``seed + i``).
+replicates (:func:`.online.arena_study`) and every real-model run (:mod:`.engine_runs`, :mod:`.replay`,
+:func:`spinlib.sd.measure.engine_round_traces`, :func:`spinlib.online.real_rounds.real_vs_replay`: points
+over prompts, rules or allocations, one worker by default, the kernel checked before the study starts).
+What is not a Study: the deterministic tables (where speculation starts to pay, critical delays, the
+log-growth law, the counterexample), the solve-time ladder (timings of fixed instances
+``random_instance(K, seed=K)``) and the bootstrap intervals over measurements: single computations.
 
 * :mod:`.allocation` -- notebooks 01, 03, 06, 07: the searches against exhaustive references, the closed
   form against simulated rounds, the testbed against the analysis, a measured preset's gains;

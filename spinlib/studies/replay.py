@@ -9,6 +9,7 @@ torch and the models are imported inside the functions that need them.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import t as student_t
@@ -19,6 +20,7 @@ from ..validation import ValidationError
 from ..emulator.config import EmulatorConfig
 from ..emulator.real_traces import REAL_TASKS, real_prompts
 from ..emulator.testbed import emulate
+from ..study import Study
 
 #: the key of these studies in the results cache (:func:`spinlib.cache.cache_name`): the module they were
 #: first cached under, kept when they moved here
@@ -27,25 +29,45 @@ CACHE_NAMESPACE = "spinlib.emulator.replay"
 PREDICTIONS = ("task average, i.i.d.", "this prompt, i.i.d.", "this prompt, profile")
 
 
+@dataclass(frozen=True)
+class BetaPoint:
+    """One user of :func:`prompt_betas`: teacher-forced ``beta_t`` on prompt ``params["user"]`` of
+    :func:`real_prompts` (deterministic: the task's seed is not used)."""
+
+    pair: str
+    num_users: int
+    max_new_tokens: int
+    temperature: float
+    kernel: str
+
+    def __call__(self, params: dict, seed: int) -> dict:
+        from ..sd.measure import teacher_forced_beta
+        from ..sd.models import get_pair, load_pair
+        from ..sd.prompts import encode_for_pair
+
+        target, draft, tok = load_pair(self.pair, self.kernel)
+        ids = encode_for_pair(get_pair(self.pair), tok, real_prompts(self.num_users)[int(params["user"])])
+        beta = teacher_forced_beta(target, draft, ids, max_new_tokens=self.max_new_tokens, temperature=self.temperature)
+        return {"beta": np.asarray(beta, dtype=float).tolist()}
+
+
 def prompt_betas(pair: str, num_users: int, max_new_tokens: int, temperature: float = 0.0, *,
-                 kernel: str) -> list[np.ndarray]:
+                 kernel: str, n_jobs: int | None = 1) -> list[np.ndarray]:
     """Teacher-forced ``beta_t`` on each user's real prompt (:func:`real_prompts`), ``[n_k]`` each, on
     ``kernel``, which must be this machine's for the pair (:func:`spinlib.sd.models.check_kernel`).
 
     ``beta_t`` is the probability that a draft token at position t is accepted
     (:func:`spinlib.sd.measure.teacher_forced_beta`); at temperature 0 the target's greedy
-    trajectory is the one the real rounds produce, so ``beta`` covers exactly their tokens.
+    trajectory is the one the real rounds produce, so ``beta`` covers exactly their tokens. A
+    :class:`~spinlib.study.Study` over the users (:class:`BetaPoint`; resumable; one worker by default, as
+    each worker loads the pair).
     """
-    from ..sd.measure import teacher_forced_beta
-    from ..sd.models import check_kernel, get_pair, load_pair
-    from ..sd.prompts import encode_for_pair
+    from ..sd.models import check_kernel
 
-    target, draft, tok = load_pair(pair, check_kernel(pair, kernel))
-    out = []
-    for text in real_prompts(num_users):
-        ids = encode_for_pair(get_pair(pair), tok, text)
-        out.append(teacher_forced_beta(target, draft, ids, max_new_tokens=max_new_tokens, temperature=temperature))
-    return out
+    point = BetaPoint(pair, int(num_users), int(max_new_tokens), float(temperature), check_kernel(pair, kernel))
+    recs = Study(f"prompt-betas-{pair}", point, [{"user": k} for k in range(len(real_prompts(num_users)))], 1,
+                 0).run(n_jobs=n_jobs)
+    return [np.asarray(r["beta"], dtype=float) for r in recs]
 
 
 def _windowed_acceptance(beta, L_max: int) -> tuple[float, tuple[float, ...]]:
@@ -97,10 +119,48 @@ def acceptance_scenarios(base: Scenario, pair: str, betas, L_max: int, n_tokens=
     return {name: base.replace(users=tuple(us)) for name, us in users.items()}
 
 
+@dataclass(frozen=True)
+class RealRoundsPoint:
+    """One allocation of :func:`real_rounds_vs_models` (``params["allocation"]``, a name of ``allocations``):
+    played on the testbed with real models (emulator seed: the task's), against the three predictions."""
+
+    base: Scenario
+    allocations: tuple  # (name, Allocation) pairs
+    pair: str
+    betas: tuple  # per user, a tuple of floats
+    rounds: int
+    L_max: int
+    temperature: float
+
+    def __call__(self, params: dict, seed: int) -> dict:
+        a = dict(self.allocations)[params["allocation"]]
+        betas = [np.asarray(b, dtype=float) for b in self.betas]
+        full = acceptance_scenarios(self.base, self.pair, betas, self.L_max, temperature=self.temperature)
+        r = emulate(full[PREDICTIONS[2]], a, EmulatorConfig(rounds=self.rounds, seed=seed, real_models=self.pair,
+                                                            temperature=self.temperature))
+        n_tok = np.rint(r.tokens_per_round * r.rounds)
+        window = acceptance_scenarios(self.base, self.pair, betas, self.L_max, n_tokens=n_tok,
+                                      temperature=self.temperature)
+        row = {"L": list(a.draft_lengths), "testbed, real models": r.goodput_tokens_per_s,
+               "ci": [r.ci_low, r.ci_high], "tokens/round: testbed": r.tokens_per_round.tolist(),
+               "tokens/round: testbed, 95% half-width": (student_t.ppf(0.975, max(r.rounds - 1, 1))
+                                                          * r.tokens_per_round_sd / math.sqrt(r.rounds)).tolist(),
+               "rounds": r.rounds}
+        for sname in PREDICTIONS:
+            sc = full[sname] if sname == PREDICTIONS[0] else window[sname]
+            ev = evaluate(sc, a)
+            row[sname] = ev.goodput_tokens_per_s
+            row[f"tokens/round: {sname}"] = ev.expected_tokens.tolist()
+        return row
+
+
 def real_rounds_vs_models(base: Scenario, allocations: dict[str, Allocation], pair: str, betas, *, rounds: int,
-                          L_max: int, seed: int = 0, temperature: float = 0.0, kernel: str) -> list[dict]:
+                          L_max: int, seed: int = 0, temperature: float = 0.0, kernel: str,
+                          n_jobs: int | None = 1) -> list[dict]:
     """Each allocation played with real models (on ``kernel``, which must be this machine's for the pair:
-    :func:`spinlib.sd.models.check_kernel`), against three analytical predictions.
+    :func:`spinlib.sd.models.check_kernel`), against three analytical predictions: a
+    :class:`~spinlib.study.Study` over the allocations (:class:`RealRoundsPoint`; one emulator seed common to
+    every allocation; resumable; one worker by default, as each worker loads the pair).
 
     For every allocation: the testbed's goodput [token/s] with real rounds (``rounds`` rounds,
     ``pair``, ``temperature``; timings and radio from ``base``) and :func:`spinlib.rounds.evaluate`
@@ -112,7 +172,7 @@ def real_rounds_vs_models(base: Scenario, allocations: dict[str, Allocation], pa
     Returns
     -------
     list of dict, one per allocation
-        ``"allocation"``, ``"L"``, ``"testbed, real models"``, ``"ci"``, ``"tokens/round: testbed"``,
+        ``"allocation"``, ``"seed"``, ``"L"``, ``"testbed, real models"``, ``"ci"``, ``"tokens/round: testbed"``,
         ``"tokens/round: testbed, 95% half-width"`` (Student t over the rounds, ``[K]``), ``"rounds"``,
         and for each prediction ``name`` in :data:`PREDICTIONS`: ``name`` (goodput) and
         ``"tokens/round: name"`` (expected tokens per round, ``[K]``).
@@ -120,26 +180,14 @@ def real_rounds_vs_models(base: Scenario, allocations: dict[str, Allocation], pa
     from ..sd.models import check_kernel
 
     check_kernel(pair, kernel)
-    full = acceptance_scenarios(base, pair, betas, L_max, temperature=temperature)
-    rows = []
-    for name, a in allocations.items():
-        r = emulate(full[PREDICTIONS[2]], a, EmulatorConfig(rounds=rounds, seed=seed, real_models=pair,
-                                                            temperature=temperature))
-        n_tok = np.rint(r.tokens_per_round * r.rounds)
-        window = acceptance_scenarios(base, pair, betas, L_max, n_tokens=n_tok, temperature=temperature)
-        row = {"allocation": name, "L": list(a.draft_lengths), "testbed, real models": r.goodput_tokens_per_s,
-               "ci": [r.ci_low, r.ci_high], "tokens/round: testbed": r.tokens_per_round.tolist(),
-               "tokens/round: testbed, 95% half-width": (student_t.ppf(0.975, max(r.rounds - 1, 1))
-                                                          * r.tokens_per_round_sd / math.sqrt(r.rounds)).tolist(),
-               "rounds": r.rounds}
-        for sname in PREDICTIONS:
-            sc = full[sname] if sname == PREDICTIONS[0] else window[sname]
-            ev = evaluate(sc, a)
-            row[sname] = ev.goodput_tokens_per_s
-            row[f"tokens/round: {sname}"] = ev.expected_tokens.tolist()
-        rows.append(row)
-    return rows
+    if len(betas) != base.num_users:
+        raise ValidationError(f"betas has {len(betas)} entries, the scenario has {base.num_users} users")
+    point = RealRoundsPoint(base, tuple(allocations.items()), pair,
+                            tuple(tuple(float(x) for x in np.asarray(b, dtype=float)) for b in betas), int(rounds),
+                            int(L_max), float(temperature))
+    return Study(f"real-rounds-{pair}", point, [{"allocation": name} for name in allocations], 1, seed).run(
+        n_jobs=n_jobs)
 
 
-__all__ = ["REAL_TASKS", "PREDICTIONS", "real_prompts", "prompt_betas", "acceptance_scenarios",
-           "real_rounds_vs_models"]
+__all__ = ["REAL_TASKS", "PREDICTIONS", "real_prompts", "prompt_betas", "BetaPoint", "acceptance_scenarios",
+           "real_rounds_vs_models", "RealRoundsPoint"]

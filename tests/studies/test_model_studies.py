@@ -107,3 +107,41 @@ def test_a_cached_study_cannot_load_a_machine_kernel_pair_without_naming_its_ker
         with pytest.raises(Loaded):
             cached_call(unkeyed, name, cache_dir=tmp_path)
     assert not list(tmp_path.glob("*.json"))  # nothing was cached by a refused or stopped study
+
+
+@pytest.mark.real_models
+def test_the_real_model_runs_are_studies_over_their_prompts(tmp_path, monkeypatch):
+    """The real-model runs on the smallest pair: the same records twice; one sampler seed common to every
+    point, so the UL and DL generations of a prompt with the full distribution draw the same rounds; the replay study's records carry
+    their point; the betas are teacher_forced_beta's on each user's prompt."""
+    import spinlib.study as study_module
+    from spinlib.online.real_rounds import real_vs_replay
+    from spinlib.scenario import Payload
+    from spinlib.sd.measure import engine_round_traces, teacher_forced_beta
+    from spinlib.sd.models import get_pair, load_pair, pair_kernel
+    from spinlib.sd.prompts import encode_for_pair
+    from spinlib.studies.replay import prompt_betas, real_prompts
+
+    monkeypatch.setattr(study_module, "STORES", tmp_path)
+    pair = "smollm2-rtn4g16"
+    k = pair_kernel(pair).kernel
+    pays = {"full": Payload(49152, "full", 16), "top-8": Payload(49152, "topk", 16, top_k=8)}
+    a = engine_round_traces(pair, "qa", 2, 6, 2, pays, 3, kernel=k)
+    assert a == engine_round_traces(pair, "qa", 2, 6, 2, pays, 3, kernel=k)
+    assert {r["seed"] for r in a} == set(study_module.study_seeds(3, 1))
+    for i in (0, 1):  # with the full distribution both modes sample alike
+        ul, dl = ([(r["drafted"], r["accepted"]) for r in a if (r["prompt"], r["payload"], r["mode"]) == (i, "full", m)]
+                  for m in ("UL", "DL"))
+        assert ul and ul == dl
+    assert {(r["prompt"], r["payload"], r["mode"]) for r in a} == {(i, p, m) for i in (0, 1) for p in pays
+                                                                     for m in ("UL", "DL")}
+    rv = real_vs_replay(pair, ["fixed:L=2"], tasks=["qa"], n_prompts=1, max_new_tokens=4, L_max=4, delay_s=0.0,
+                        uplink_bps=1e6, energy_budget_j=1.0, kernel=k)
+    assert [(r["rule"], r["task"], r["prompt"]) for r in rv] == [("fixed:L=2", "qa", 0)] and rv[0]["tokens"] <= 4
+    betas = prompt_betas(pair, 2, 5, kernel=k)
+    target, draft, tok = load_pair(pair, k)
+    for b, text in zip(betas, real_prompts(2)):
+        ref = teacher_forced_beta(target, draft, encode_for_pair(get_pair(pair), tok, text), max_new_tokens=5,
+                                  temperature=0.0)
+        assert np.array_equal(b, ref)
+    assert not list(tmp_path.glob("*.jsonl"))
