@@ -17,8 +17,8 @@ seconds for N positions, fitted to ``T_ver(N) = t0 + t1 N`` by least squares.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import torch

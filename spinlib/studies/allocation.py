@@ -20,7 +20,7 @@ import numpy as np
 from ..control import declared_subset, solve
 from ..control import uldl as U
 from ..control.homogeneous import critical_access_latency
-from ..emulator import EmulatorConfig, Fading, emulate
+from ..emulator import FADING_MODELS, EmulatorConfig, Fading, emulate
 from ..experiments import heterogeneity_kwargs
 from ..study import Study
 from ..presets import measured_preset, measured_tasks, random_scenario, random_uldl_scenario
@@ -291,7 +291,7 @@ def fading_gains(policies: Sequence[str], n_scenarios: int, rounds: int, seed: i
     (``n_scenarios`` cells of ``num_users``; :class:`FadingPoint`, a :class:`~spinlib.study.Study` whose
     points are the fading models: the same cells and emulator seeds under each)."""
     point = FadingPoint(tuple(policies), int(rounds), int(num_users), int(L_max))
-    points = [{"fading": f} for f in ("static", "rayleigh", "markov")]
+    points = [{"fading": f} for f in FADING_MODELS]
     return Study("fading-gains", point, points, n_scenarios, seed).run(n_jobs=n_jobs)
 
 

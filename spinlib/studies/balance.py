@@ -33,7 +33,16 @@ def _kwargs(policy: str, phi_steps: int) -> dict:
     return {"phi_steps": phi_steps} if policy in _GRID_POLICIES else {}
 
 
+SERVED_KNOBS = ("num_users", "memory_gb", "deadline_scale", "bandwidth_mhz")
+
+
+def _check_knob(knob: str) -> None:
+    if knob not in SERVED_KNOBS:
+        raise ValidationError(f"knob must be one of {', '.join(SERVED_KNOBS)}; got {knob!r}")
+
+
 def _instance(knob: str, value, K: int, rng, base_kwargs: dict):
+    _check_knob(knob)
     kw = dict(base_kwargs)
     if knob == "num_users":
         K = int(value)
@@ -44,8 +53,6 @@ def _instance(knob: str, value, K: int, rng, base_kwargs: dict):
         kw["token_budget_ms"] = (lo * value, hi * value)
     elif knob == "bandwidth_mhz":
         return wireless_instance(K, int(rng.integers(1 << 31)), bandwidth_hz=float(value) * 1e6, **kw)
-    else:
-        raise ValidationError(f"knob must be one of num_users, memory_gb, deadline_scale, bandwidth_mhz; got {knob!r}")
     return random_instance(K, rng, **kw)
 
 
@@ -91,8 +98,7 @@ def served_sweep(knob: str, values, n_seeds: int, seed: int, num_users: int = 10
     The MILP runs where K <= ``milp_max_users``. Each record: knob value ``x``, ``seed``, K, and per
     policy the count served, AD/SD split and phi.
     """
-    if knob not in ("num_users", "memory_gb", "deadline_scale", "bandwidth_mhz"):
-        raise ValidationError(f"knob must be one of num_users, memory_gb, deadline_scale, bandwidth_mhz; got {knob!r}")
+    _check_knob(knob)  # before any work
     point = ServedPoint(knob, int(num_users), int(milp_max_users), int(phi_steps), tuple(policies),
                         tuple(sorted(instance_kwargs.items())))
     return Study(f"served-{knob}", point, [{"x": float(v)} for v in values], n_seeds, seed).run(n_jobs=n_jobs)

@@ -668,7 +668,7 @@ def regret_growth_point(cell: dict, seed: int, *, pair: str = "qwen-coder", roun
     cfg = ArenaConfig(rounds=rounds, users=users, L_max=L_max,
                       delay=Delay("exponential", float(cell.get("delay_ms", 100.0)) / 1e3), **pair_timings(pair))
     res = run_arena([spec], pair_streams(pair), cfg, seed=int(seed), n_seeds=1)
-    points = np.unique(np.geomspace(1, rounds, 40).astype(int) - 1)
+    points = np.array(curve_points(rounds))
     curve = np.asarray(res.regret_fixed[spec.title], float)[0]
     p = _growth_fitter(points + 1.0, 1 / 32)(curve[points])
     summ = res.summary()
