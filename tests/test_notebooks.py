@@ -32,6 +32,8 @@ EXPECTED = {
     "10_online_controllers": (["10_online_controllers"], ["10_critical_delay", "10_log_growth", "10_regret",
                                                           "10_gelato_v_sweep", "10_energy_front", "10_claim_map_margins",
                                                           "10_claim_map_gelato"]),
+    "11_papers_as_written": (["11_papers_as_written"], ["11_p1_fig4_closed_form", "11_p1_figs7_8", "11_p2_figs7_8",
+                                                        "11_p2_figs9_11"]),
 }
 
 

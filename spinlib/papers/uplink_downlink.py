@@ -198,12 +198,13 @@ def ul_order(cell: ReactiveCell) -> np.ndarray:
     return np.argsort(-(cell.p_ul_w * cell.gain), kind="stable")
 
 
-def comm_time(cell: ReactiveCell, R, policy: str = "optimal", modes=None) -> np.ndarray:
+def comm_time(cell: ReactiveCell, R, policy: str = "optimal", modes=None, return_ul: bool = False):
     """``T^comm(o)`` [s] of a batch of outcomes ``R [N, K]`` (True: rejected) under a reactive policy, ``[N]``.
 
     ``"optimal"``: the paper's min-max (30) through Lemma 2's prefixes, every prefix scanned; ``"all-ul"``,
     ``"all-dl"``; ``"random"``: ``modes [N, K]`` (True: UL) fixes each rejected device's mode. The band is split
-    equally among the rejected devices; an outcome with no rejection costs 0 (20).
+    equally among the rejected devices; an outcome with no rejection costs 0 (20). ``return_ul``: also the number
+    of rejected devices the policy sends up, ``[N]``.
     """
     if policy not in MODE_POLICIES:
         raise ValidationError(f"policy must be one of {MODE_POLICIES}, got {policy!r}")
@@ -213,14 +214,15 @@ def comm_time(cell: ReactiveCell, R, policy: str = "optimal", modes=None) -> np.
     inv = 1.0 / cell.gain
     ul = np.where(R, ul_time(cell, b[..., None]), 0.0)
     if policy == "all-ul":
-        out = ul.max(axis=-1)
+        out, n_ul = ul.max(axis=-1), m
     elif policy == "all-dl":
-        out = _dl_equal(cell, (R * inv).sum(axis=-1), b)
+        out, n_ul = _dl_equal(cell, (R * inv).sum(axis=-1), b), np.zeros_like(m)
     elif policy == "random":
         if modes is None or np.shape(modes) != R.shape:
             raise ValidationError(f"policy 'random' needs modes of shape {R.shape}")
         U = R & np.asarray(modes, dtype=bool)
         out = np.maximum(np.where(U, ul, 0.0).max(axis=-1), _dl_equal(cell, ((R & ~U) * inv).sum(axis=-1), b))
+        n_ul = U.sum(axis=-1)
     else:
         o = ul_order(cell)
         Rs, uls = R[..., o], ul[..., o]
@@ -228,8 +230,13 @@ def comm_time(cell: ReactiveCell, R, policy: str = "optimal", modes=None) -> np.
         tot = w.sum(axis=-1)
         after = tot[..., None] - np.cumsum(w, axis=-1)  # DL set = rejected devices past the prefix
         cand = np.where(Rs, np.maximum(uls, _dl_equal(cell, np.maximum(after, 0.0), b[..., None])), np.inf)
-        out = np.minimum(cand.min(axis=-1), _dl_equal(cell, tot, b))
-    return np.where(m > 0, out, 0.0)
+        best = cand.min(axis=-1)
+        all_dl = _dl_equal(cell, tot, b)
+        out = np.minimum(best, all_dl)
+        n_ul = np.where(best < all_dl, np.take_along_axis(np.cumsum(Rs, axis=-1), cand.argmin(axis=-1)[..., None],
+                                                          axis=-1)[..., 0], 0)
+    out = np.where(m > 0, out, 0.0)
+    return (out, n_ul) if return_ul else out
 
 
 def brute_force_comm_time(cell: ReactiveCell, rejected) -> tuple[float, np.ndarray]:
