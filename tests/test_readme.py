@@ -23,7 +23,8 @@ def _python_blocks(section: str) -> list[str]:
                                      "Certify your own search problem",
                                      "Map a claim over its region", "Add your own study",
                                      "Re-plan many users with any decider",
-                                     "Drive real speculative decoding with any controller"])
+                                     "Drive real speculative decoding with any controller",
+                                     "The papers' own models (notebook 11)"])
 def test_readme_snippet_runs(section, tmp_path):
     code = "\n".join(_python_blocks(section))
     script = tmp_path / "snippet.py"
