@@ -4,12 +4,16 @@ Every round model of the companion is a choice of the phase times below; this mo
 them up, in one place::
 
     synchronous (one batch for every user, arrays [..., K]):
-        T = max_k (draft_k + upload_k) + T_ver + max_k downlink_k + overhead          [s]
+        T = max_k (draft_k + upload_k) + T_ver + (later phases: downlink, feedback, access)   [s]
     per user (each user's own round, arrays [..., K]):
-        T_k = draft_k + upload_k + wait_k                                             [s]
+        T_k = draft_k + upload_k + (waits: verification, delay, feedback, access)              [s]
 
-``T_ver`` is the batch's verification time [s] and ``overhead`` a fixed per-round time [s]
-(feedback, access). ``wait_k`` is everything after the upload: verification, delay, feedback.
+``T_ver`` is the batch's verification time [s]. The phases are added in the order the caller lists
+them (so every player's floating-point sums are those it always had), and this module is the one place
+that adds a round's phases: our synchronous and asynchronous rounds (:mod:`spinlib.rounds`), the
+testbed's clock (:mod:`spinlib.emulator.clock`), the arena's trace links (:mod:`spinlib.online.arena`),
+one prompt's replay (:mod:`spinlib.online.real_rounds`), the real engine's clock
+(:mod:`spinlib.sd.engine`) and BALANCE's server rounds (:mod:`spinlib.balance.rounds`) call it.
 The papers' round models (:mod:`spinlib.papers`) are instances: paper 1 (Multi-SPIN, Sec. II, eqs.
 (7), (9), (26)) is the synchronous round with ``draft_k = L_k T^S_k``, ``upload_k = L_k Q^tok /
 (B_k r_k)``, ``T_ver = T^fix + K T^lin`` and no downlink or overhead; paper 2 (Uplink or Downlink?,
@@ -30,34 +34,37 @@ from __future__ import annotations
 import numpy as np
 
 
-def sync_round_time(draft_s, upload_s, verify_s, downlink_s=0.0, overhead_s=0.0):
-    """``T = max_k (draft_k + upload_k) + T_ver + max_k downlink_k + overhead`` [s].
+def makespan(draft_s, upload_s):
+    """``max_k (draft_k + upload_k)`` [s] over the last axis: when the batch is ready (arrays ``[..., K]`` -> ``[...]``)."""
+    return (np.asarray(draft_s, dtype=float) + np.asarray(upload_s, dtype=float)).max(axis=-1)
+
+
+def sync_round_time(makespan_s, verify_s, *after_s):
+    """``T = makespan + T_ver + after_1 + after_2 + ...`` [s], added in the order given (broadcasting).
 
     Parameters
     ----------
-    draft_s, upload_s : array [..., K]
-        Drafting and upload time of each user [s].
+    makespan_s : array [...]
+        When the batch is ready [s] (:func:`makespan`, or a split's least makespan).
     verify_s : array [...]
         Verification time of the batch [s].
-    downlink_s : array [..., K] or float
-        Post-verification exchange of each user [s] (0: none).
-    overhead_s : array [...] or float
-        Fixed per-round time [s].
-
-    Returns
-    -------
-    array [...]
-        The round time [s].
+    *after_s : arrays [...]
+        Every later phase of the round [s]: a downlink phase ``max_k downlink_k``, a fixed overhead
+        (feedback, access), each a scalar or an array broadcasting with the others.
     """
-    ready = np.asarray(draft_s, dtype=float) + np.asarray(upload_s, dtype=float)
-    dl = np.asarray(downlink_s, dtype=float)
-    after = dl.max(axis=-1) if dl.ndim else dl
-    return ready.max(axis=-1) + np.asarray(verify_s, dtype=float) + after + np.asarray(overhead_s, dtype=float)
+    T = np.asarray(makespan_s, dtype=float) + np.asarray(verify_s, dtype=float)
+    for a in after_s:
+        T = T + np.asarray(a, dtype=float)
+    return T
 
 
-def user_round_time(draft_s, upload_s, wait_s):
-    """``T_k = draft_k + upload_k + wait_k`` [s], elementwise (each user's own round)."""
-    return np.asarray(draft_s, dtype=float) + np.asarray(upload_s, dtype=float) + np.asarray(wait_s, dtype=float)
+def user_round_time(draft_s, upload_s, *wait_s):
+    """``T_k = draft_k + upload_k + wait_1 + wait_2 + ...`` [s], elementwise, added in the order given: each user's
+    own round (the waits: verification, delay, feedback, access)."""
+    T = np.asarray(draft_s, dtype=float) + np.asarray(upload_s, dtype=float)
+    for w in wait_s:
+        T = T + np.asarray(w, dtype=float)
+    return T
 
 
 def iid_expected_tokens(alpha, L):
@@ -66,4 +73,4 @@ def iid_expected_tokens(alpha, L):
     return (1.0 - a ** (np.asarray(L, dtype=float) + 1.0)) / (1.0 - a)
 
 
-__all__ = ["sync_round_time", "user_round_time", "iid_expected_tokens"]
+__all__ = ["makespan", "sync_round_time", "user_round_time", "iid_expected_tokens"]

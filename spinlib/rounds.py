@@ -35,6 +35,7 @@ from .acceptance import tokens_table
 from .cache import json_default
 from .channel import RateModel
 from .jsonio import read_json
+from .roundcost import sync_round_time as _sync_time, user_round_time
 from .scenario import Scenario
 from .validation import ValidationError, check_int_range, check_keys
 
@@ -242,17 +243,15 @@ def fixed_round_overhead(scenario: Scenario) -> float:
 def sync_round_time(scenario: Scenario, makespan_s, total_draft):
     """``T = D + t0 + t1 (sum L_k + K) + T_fb + T_acc`` [s], broadcasting over leading dims."""
     K = scenario.num_users
-    return (
-        np.asarray(makespan_s, dtype=float)
-        + scenario.server.verification_time(np.asarray(total_draft, dtype=float) + K)
-        + fixed_round_overhead(scenario)
-    )
+    return _sync_time(makespan_s, scenario.server.verification_time(np.asarray(total_draft, dtype=float) + K),
+                      fixed_round_overhead(scenario))
 
 
 def async_round_time(scenario: Scenario, L, uplink_s):
     """``T_k = L_k tau_k + uplink_k + t0 + t1 (L_k + 1) + T_fb + T_acc`` [s], shape [..., K]."""
     L = np.asarray(L, dtype=float)
-    return L * scenario.tau + uplink_s + scenario.server.verification_time(L + 1) + fixed_round_overhead(scenario)
+    return user_round_time(L * scenario.tau, uplink_s, scenario.server.verification_time(L + 1),
+                           fixed_round_overhead(scenario))
 
 
 def sync_goodput(scenario: Scenario, L, tokens, makespan_s, downlink_s=0.0):
@@ -271,7 +270,9 @@ def sync_goodput(scenario: Scenario, L, tokens, makespan_s, downlink_s=0.0):
     downlink_s : array [...], optional
         ``E``, DL phase [s] (paper 2; 0 when every device is in UL mode).
     """
-    T = sync_round_time(scenario, makespan_s, np.asarray(L).sum(axis=-1)) + np.asarray(downlink_s, dtype=float)
+    K = scenario.num_users
+    T = _sync_time(makespan_s, scenario.server.verification_time(np.asarray(L).sum(axis=-1).astype(float) + K),
+                   fixed_round_overhead(scenario), downlink_s)
     return np.sum(tokens, axis=-1) / T
 
 
@@ -328,7 +329,7 @@ def evaluate(scenario: Scenario, alloc: Allocation, round_model: str | None = No
             t_dl = downlink_finish_times(scenario, L, ul, np.array(alloc.dl_power_w), pi)
             E = float(np.max(t_dl))
         G = float(sync_goodput(scenario, L, N, D, E))
-        T = float(sync_round_time(scenario, D, L.sum()) + E)
+        T = float(_sync_time(D, scenario.server.verification_time(float(L.sum()) + K), fixed_round_overhead(scenario), E))
         Tk = np.full(K, T)
         t_ver = float(scenario.server.verification_time(L.sum() + K))
         t_ver_k = np.full(K, t_ver)

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..decision import Outcome, RoundContext, never_stops
 from ..online.player import play_rounds
+from ..roundcost import sync_round_time
 from ..validation import ValidationError
 from .model import TOL, BalanceInstance, Schedule
 from .registry import solve_balance
@@ -126,8 +127,10 @@ class ServerRounds:
         N = np.zeros(self.K, dtype=np.int64)
         if np.any(sd):
             Ls = np.where(sd, L, np.where(in_sd, self.L_max, 0))  # finished slots draft at L (shrink=False)
-            R = (Ls.max() * (srv.small_t0_s + srv.small_t1_s_per_token * s) + srv.large_t0_s
-                 + srv.large_t1_s_per_token * float(np.sum(Ls[in_sd] + 1))) / (1.0 - phi)
+            # the SD batch's round on its share: drafting makespan, then the target's pass (its fixed and
+            # per-position parts, added in this order)
+            R = sync_round_time(Ls.max() * (srv.small_t0_s + srv.small_t1_s_per_token * s), srv.large_t0_s,
+                                srv.large_t1_s_per_token * float(np.sum(Ls[in_sd] + 1))) / (1.0 - phi)
             u = self.rng.random(self.K)
             acc = (self.pi >= u[:, None]) & (np.arange(self.L_max)[None, :] < L[:, None])
             A = np.where(sd, np.cumprod(acc, axis=1).sum(axis=1), 0)  # the accepted prefix

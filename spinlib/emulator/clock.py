@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..roundcost import makespan as batch_ready, sync_round_time, user_round_time
 from ..rounds import Allocation, fixed_round_overhead
 from ..scenario import Scenario
 from .links import transfer_times
@@ -80,15 +81,15 @@ def sync_clock(scenario: Scenario, alloc: Allocation, trace: Trace, h: np.ndarra
     """
     R, K = trace.drafted.shape
     up, dl = transfer_times(scenario, alloc, trace, h, bandwidth_hz)
-    ready = trace.draft_s + up  # [R, K]
-    makespan = ready.max(axis=1)
+    ready = trace.draft_s + up  # [R, K] (the timeline's uplink ends)
+    makespan = batch_ready(trace.draft_s, up)
     if trace.verify_s is not None:
         t_ver = trace.verify_s.sum(axis=1)  # measured: the users' shares of the round's batched pass
     else:
         t_ver = scenario.server.verification_time(trace.drafted.sum(axis=1) + K)
     E = dl.max(axis=1)
     over = fixed_round_overhead(scenario)
-    T = makespan + t_ver + E + over
+    T = sync_round_time(makespan, t_ver, E, over)
     N = trace.accepted + 1  # [R, K]
     G, lo, hi = goodput_interval(N.sum(axis=1).astype(float), T, confidence)
     total = T.sum()
@@ -134,7 +135,7 @@ def async_clock(scenario: Scenario, alloc: Allocation, trace: Trace, h: np.ndarr
     timeline = []
     busy = 0.0
     if server == "ideal":
-        dur = pre + ver + over
+        dur = user_round_time(trace.draft_s, up, ver, over)
         elapsed = dur.sum(axis=0)
         busy = float(ver.sum())
     else:
@@ -174,7 +175,7 @@ def async_clock(scenario: Scenario, alloc: Allocation, trace: Trace, h: np.ndarr
                     elapsed[i] = end + over
             free = end
             n_batch += 1
-        dur = pre + wait + ver_used + over
+        dur = user_round_time(trace.draft_s, up, wait, ver_used, over)
     tokens = N.sum(axis=0)
     G, lo, hi = goodput_sum_interval(N, dur, tokens, elapsed, confidence)
     span = float(elapsed.max())

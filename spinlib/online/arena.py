@@ -44,6 +44,7 @@ import numpy as np
 
 from ..decision import Outcome, check_lengths, never_stops
 from ..emulator.fading import Fading
+from ..roundcost import user_round_time
 from ..validation import ValidationError, check_int_range, check_nonnegative, check_positive
 from ..emulator.testbed import MAX_ROUND_USER_CELLS
 from .energy import EnergyModel, energy_preset
@@ -389,7 +390,7 @@ class TraceLinks:
         N = A + 1
         up = L * (c.bits_per_token / rate)
         wait = c.t0 + c.t1 * (L + 1) + inp.D[t]
-        T = L * c.t_d + up + wait
+        T = user_round_time(L * c.t_d, up, wait)
         E = self.energy.round_energy(L, up, wait)
         self.pos = self.pos + N
         h = self.history

@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from ..roundcost import user_round_time
 from ..validation import ValidationError, check_positive
 from .anchors import first_true
 from .registry import Controller, Env, register_controller
@@ -67,7 +68,7 @@ class Gelato(Controller):
         up = self.L * env.bits_per_token / ctx.rate[:, None]
         D = (self.d_sum / self.d_n)[:, None]
         wait = env.t0 + env.t1 * (self.L + 1) + D
-        T = self.L * env.t_d + up + wait
+        T = user_round_time(self.L * env.t_d, up, wait)
         E = env.energy.round_energy(self.L, up, wait)
         obj = self.V * N / T - self.Z[:, None] * E
         return np.argmax(obj, axis=1) + 1

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..decision import Outcome, RoundContext, certain_rows, check_lengths
+from ..roundcost import user_round_time
 from .player import play_rounds
 from .registry import Env, make_controller, parse_params
 from .traces import PromptTrace, load_pair_traces, run_lengths
@@ -91,7 +92,7 @@ class PromptReplay:
         N = min(A + 1, self.limit - p)
         up = L * env.bits_per_token / self.uplink_bps
         wait = env.t0 + env.t1 * (L + 1) + self.delay_s
-        T = L * env.t_d + up + wait
+        T = float(user_round_time(L * env.t_d, up, wait))
         E = float(np.asarray(env.energy.round_energy(L, up, wait)))
         self.rounds.append((L, A, N))
         self.p = p + N

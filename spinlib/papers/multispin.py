@@ -42,7 +42,7 @@ import numpy as np
 from scipy.special import lambertw
 
 from ..roots import newton_decreasing
-from ..roundcost import iid_expected_tokens, sync_round_time
+from ..roundcost import iid_expected_tokens, makespan, sync_round_time
 from ..validation import ValidationError, check_int_range
 
 #: the paper's largest draft length (Sec. VI-A: every exhaustive search is over 1..25)
@@ -148,7 +148,7 @@ def round_time(cell: MultiSpinCell, L, b) -> np.ndarray:
     L = np.asarray(L, dtype=float)
     with np.errstate(divide="ignore"):
         upload = L * cell.bits_per_token / (np.asarray(b, dtype=float) * cell.spectral_eff)
-    return sync_round_time(L * cell.draft_s, upload, cell.t_ver)
+    return sync_round_time(makespan(L * cell.draft_s, upload), cell.t_ver)
 
 
 def goodput(cell: MultiSpinCell, L, b) -> np.ndarray:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import brentq
 
-from ..roundcost import iid_expected_tokens, sync_round_time
+from ..roundcost import iid_expected_tokens, makespan, sync_round_time
 from ..validation import ValidationError, check_int_range
 from .multispin import _positive, _vector
 
@@ -143,12 +143,13 @@ def expected_tokens(cell: ReactiveCell, gamma) -> np.ndarray:
 
 def computation_time(cell: ReactiveCell, gamma) -> np.ndarray:
     """``T^comp = max_k gamma_k T^dft_k + T^ver`` (15)-(17) [s], ``[...]``."""
-    return sync_round_time(np.asarray(gamma, dtype=float) * cell.draft_s, 0.0, cell.t_ver)
+    return sync_round_time(makespan(np.asarray(gamma, dtype=float) * cell.draft_s, 0.0), cell.t_ver)
 
 
 def round_time(cell: ReactiveCell, gamma, exchange_s) -> np.ndarray:
     """``T = T^comp + max_k exchange_k`` (21) [s]: the round-cost kernel with the exchange after verification."""
-    return sync_round_time(np.asarray(gamma, dtype=float) * cell.draft_s, 0.0, cell.t_ver, exchange_s)
+    return sync_round_time(makespan(np.asarray(gamma, dtype=float) * cell.draft_s, 0.0), cell.t_ver,
+                           np.asarray(exchange_s, dtype=float).max(axis=-1))
 
 
 def ul_time(cell: ReactiveCell, b) -> np.ndarray:

@@ -38,6 +38,7 @@ import torch
 from ..decision import (FixedLength, Outcome, RoundContext, certain_rows, check_decider, check_lengths, check_rate,
                         reads_confidence)
 from ..modes import MODES, feedback_bits, realised_bits
+from ..roundcost import user_round_time
 from ..scenario import Payload
 from ..validation import ValidationError
 
@@ -364,7 +365,7 @@ def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens
             wait = rec.verify_s + D
             E = 0.0 if energy is None else float(np.asarray(energy.round_energy(L, up, wait)))
             decider.update(Outcome(np.array([L]), np.array([accepted]), np.array([len(new)]),
-                                   np.array([rec.draft_s + up + wait]), np.array([E]), np.array([D]),
+                                   np.array([user_round_time(rec.draft_s, up, wait)]), np.array([E]), np.array([D]),
                                    np.array([rate])))
         if stop_at is not None:
             break
