@@ -55,7 +55,12 @@ def test_readme_snippet_runs(section, tmp_path):
         assert "interrupted after 2 tasks" in r.stdout, r.stdout  # K = 3's two seeds, stored
         assert "__main__.gain_study 4 records, 4 tasks computed; same: True" in r.stdout, r.stdout
         assert r.stdout.rstrip().endswith("['gain', 'num_users', 'seed'] True"), r.stdout
+    elif section == "The papers' own models (notebook 11)":
+        got = re.findall(r"^paper (\d): \[[\d ]+\] ([\d.]+) token/s; optimum \[[\d ]+\] ([\d.]+)$", r.stdout, flags=re.M)
+        assert [g[0] for g in got] == ["1", "2"], r.stdout
+        assert all(float(a) <= float(b) for _, a, b in got), r.stdout  # each paper's algorithm within its optimum
     else:
+        assert section == "Drive real speculative decoding with any controller", section
         assert r.stdout.count("lossless True") == 3, r.stdout
 
 
