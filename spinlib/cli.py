@@ -197,7 +197,7 @@ def cmd_emulate(args) -> int:
         alloc = Allocation.from_json(args.allocation)
     else:
         policy, params = _policy_call(args)
-    alloc = solve(scenario, policy, **params)
+        alloc = solve(scenario, policy, **params)
     cfg = EmulatorConfig(rounds=args.rounds, seed=args.seed, fading=Fading(args.fading),
                          acceptance=args.acceptance, server=args.server, real_models=args.real_models,
                          temperature=args.temperature, compute=args.compute, timeline_rounds=0)

@@ -34,6 +34,25 @@ def test_scenario_evaluate_solve(tmp_path):
     assert ev2["round_model"] == "async" and ev2["goodput_tokens_per_s"] != ev["goodput_tokens_per_s"]
 
 
+@pytest.mark.parametrize("policy", ["equal", "heterogeneous-sync", "heterogeneous-async", "uldl-optimal"])
+def test_solve_output_round_trips_into_every_command_that_reads_an_allocation(tmp_path, policy):
+    """``solve -o a.json`` writes an allocation that ``evaluate --allocation`` and ``emulate --allocation`` take, and
+    ``emulate --allocation`` plays what ``emulate --policy`` plays (``emulate --allocation`` once always failed)."""
+    s, a = tmp_path / "s.json", tmp_path / "a.json"
+    assert run("scenario", "--users", "3", "--seed", "2", "-o", str(s)).returncode == 0
+    r = run("solve", str(s), "--policy", policy, "-o", str(a))
+    assert r.returncode == 0 and a.is_file(), r.stderr
+    ev = run("evaluate", str(s), "--allocation", str(a), "--json")
+    assert ev.returncode == 0, ev.stderr
+    alloc = json.loads(a.read_text())
+    assert json.loads(ev.stdout)["goodput_tokens_per_s"] == pytest.approx(alloc["goodput_tokens_per_s"], rel=1e-12)
+    by_file = run("emulate", str(s), "--allocation", str(a), "--rounds", "50", "--seed", "3", "--json")
+    assert by_file.returncode == 0, by_file.stderr
+    by_policy = run("emulate", str(s), "--policy", policy, "--rounds", "50", "--seed", "3", "--json")
+    assert json.loads(by_file.stdout)["goodput_tokens_per_s"] == json.loads(by_policy.stdout)["goodput_tokens_per_s"]
+    assert json.loads(by_file.stdout)["allocation"]["draft_lengths"] == alloc["draft_lengths"]
+
+
 @pytest.mark.campaign
 def test_every_policy_runs(tmp_path):
     s = tmp_path / "s.json"
