@@ -36,7 +36,7 @@ optimum under the equal split (every makespan candidate ``L theta_k``), which ca
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import lambertw
@@ -266,7 +266,8 @@ class Solution:
     b: np.ndarray
     goodput: float
     policy: str
-    evaluated: int = 0  # length vectors evaluated
+    evaluated: int = 0  # length vectors evaluated (certified_optimum: intervals split)
+    info: dict = field(default_factory=dict, compare=False)  # certified_optimum: upper_bound, gap, status, nodes
 
 
 def _best(cell: MultiSpinCell, L: np.ndarray, policy: str) -> Solution:
@@ -364,4 +365,95 @@ POLICIES = {"hete-multi-spin": algorithm1, "uni-bw": uni_bw, "homo-multi-spin": 
 __all__ = ["L_MAX", "FIXED_LENGTH", "MultiSpinCell", "Solution", "POLICIES", "check_lengths", "expected_tokens",
            "round_time", "goodput", "equal_split", "makespan_split", "theta_star", "homogeneous_length",
            "relaxed_lengths", "grid_ranges", "algorithm1", "fixed_bw_l", "uni_bw", "homo_multi_spin", "p2p_spin",
-           "exhaustive_optimum"]
+           "exhaustive_optimum", "max_tokens_within", "certified_optimum"]
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Beyond the paper: a certified optimum of (P2) for any K (ours)
+# ------------------------------------------------------------------------------------------------------------------
+def max_tokens_within(cell: MultiSpinCell, phi: float):
+    """``M(phi) = max sum_k E[N_k | L_k]`` over ``L in 1..L_max`` with makespan at most ``phi`` [s], and its lengths.
+
+    Lemma 3's split finishes by ``phi`` iff ``sum_k Q^tok L_k / (r_k (phi - L_k T^S_k)) <= B``: a multiple-choice
+    knapsack (one length per device, costs convex and tokens concave in ``L``), solved exactly as a MILP by HiGHS
+    (``scipy.optimize.milp``, ``mip_rel_gap = 0``; the budget row to HiGHS's feasibility tolerance, ~1e-9 of ``B``).
+    Returns ``(M, L)``, or ``(-inf, None)`` when no length vector fits (some device cannot draft one token by ``phi``).
+    """
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
+    K, Lm = cell.K, cell.L_max
+    Ls = np.arange(1, Lm + 1, dtype=float)
+    slack = phi - Ls[None, :] * cell.draft_s[:, None]  # [K, L_max]
+    with np.errstate(divide="ignore"):
+        cost = np.where(slack > 0, cell.bits_per_token * Ls[None, :] / (cell.spectral_eff[:, None] * slack), np.inf)
+    cost = cost / cell.bandwidth_hz
+    ok = cost <= 1.0
+    if not ok[:, 0].all():
+        return -np.inf, None
+    value = expected_tokens(cell, np.broadcast_to(Ls, (K, Lm)).T).T  # [K, L_max]
+    idx = np.argwhere(ok)  # the variables: (device, length - 1) pairs that fit alone
+    n = len(idx)
+    one_each = np.zeros((K, n))
+    one_each[idx[:, 0], np.arange(n)] = 1.0
+    cons = [LinearConstraint(one_each, 1.0, 1.0), LinearConstraint(cost[idx[:, 0], idx[:, 1]][None, :], -np.inf, 1.0)]
+    res = milp(-value[idx[:, 0], idx[:, 1]], constraints=cons, integrality=np.ones(n), bounds=Bounds(0, 1),
+               options={"mip_rel_gap": 0.0, "presolve": True})
+    if res.x is None:
+        return -np.inf, None
+    chosen = idx[res.x > 0.5]
+    L = np.zeros(K, dtype=np.int64)
+    L[chosen[:, 0]] = chosen[:, 1] + 1
+    return float(value[chosen[:, 0], chosen[:, 1]].sum()), L
+
+
+def certified_optimum(cell: MultiSpinCell, gap: float = 1e-6, max_nodes: int = 5000) -> Solution:
+    """The optimum of (P2) with a certified bound (ours; the paper solves it by Algorithm 1's grid).
+
+    ``max_L sum_k E[N_k] / (phi(L) + T^ver)`` is ``max_phi M(phi) / (phi + T^ver)`` (:func:`max_tokens_within`), with
+    ``M`` non-decreasing. On a makespan interval ``[phi_a, phi_b]`` no solution beats ``M(phi_b) / (phi_a + T^ver)``;
+    the lengths that attain ``M(phi_b)`` are feasible and scored exactly (Lemma 3). Best-first over intervals, split at
+    the midpoint, from ``[theta*, phi(L_max, ..., L_max)]``, until the best open bound is within ``gap`` (relative) of
+    the incumbent or ``max_nodes`` intervals were split. The solution's ``info``: ``upper_bound`` [token/s], ``gap``,
+    ``status`` ("optimal" when ``gap`` was reached, else "node_limit"), ``nodes``.
+    """
+    import heapq
+
+    if not (isinstance(gap, (int, float)) and 0 <= gap < 1):
+        raise ValidationError(f"gap must be in [0, 1), got {gap!r}")
+    check_int_range("max_nodes", max_nodes, 1, 10**7)
+    tv = cell.t_ver
+    lo = float(makespan_split(cell, np.ones(cell.K))[0])
+    hi = float(makespan_split(cell, np.full(cell.K, cell.L_max))[0]) * (1 + 1e-12)
+    best = {"G": -np.inf, "L": None}
+
+    def offer(L):
+        if L is not None:
+            phi, _ = makespan_split(cell, L)
+            G = float(expected_tokens(cell, L).sum() / (phi + tv))
+            if G > best["G"]:
+                best.update(G=G, L=L)
+
+    M_hi, L_hi = max_tokens_within(cell, hi)
+    offer(L_hi)
+    offer(np.ones(cell.K, dtype=np.int64))
+    heap = [(-M_hi / (lo + tv), lo, hi, M_hi)]
+    nodes = 0
+    while heap:
+        ub = -heap[0][0]
+        if ub <= best["G"] * (1 + gap) or nodes >= max_nodes:
+            break
+        _, a, b, Mb = heapq.heappop(heap)
+        m = 0.5 * (a + b)
+        Mm, Lm_ = max_tokens_within(cell, m)
+        offer(Lm_)
+        nodes += 1
+        for (x, y, My) in ((a, m, Mm), (m, b, Mb)):
+            if My > -np.inf and My / (x + tv) > best["G"] * (1 + gap):
+                heapq.heappush(heap, (-My / (x + tv), x, y, My))
+    upper = max(best["G"], -heap[0][0]) if heap else best["G"]
+    rel = (upper - best["G"]) / upper
+    L = best["L"]
+    _, b = makespan_split(cell, L)
+    return Solution(L, b, float(goodput(cell, L, b)), "certified", nodes,
+                    {"upper_bound": float(upper), "gap": float(rel), "nodes": nodes,
+                     "status": "optimal" if rel <= gap else "node_limit"})

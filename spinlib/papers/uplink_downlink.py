@@ -441,4 +441,106 @@ __all__ = ["GAMMA_MAX", "N_SAA", "MODE_POLICIES", "exchange_bits", "ReactiveCell
            "computation_time", "round_time", "ul_time", "dl_power", "dl_time", "ul_order", "comm_time",
            "brute_force_comm_time", "prefix_bisection", "rejection_prob", "all_outcomes", "Expectation",
            "exact_expectation", "saa_expectation", "goodput", "Lengths", "algorithm1", "uniform_length",
-           "computation_only", "exhaustive_optimum"]
+           "computation_only", "exhaustive_optimum", "joint_exchange_time"]
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Beyond the paper: the exchange with the band optimised too (ours)
+# ------------------------------------------------------------------------------------------------------------------
+def _h_inverse(y):
+    """``u >= 0`` with ``h(u) = e^u (u - 1) + 1 = y`` (elementwise, ``y > 0``): safeguarded Newton in ``log u``
+    (:func:`spinlib.roots.newton_decreasing`); ``h(u) >= u^2 / 2`` brackets it by ``sqrt(2 y)``."""
+    from ..roots import newton_decreasing
+
+    y = np.asarray(y, dtype=float)
+    top = np.log(np.sqrt(2.0 * y))
+
+    def h(u):
+        small = u < 1e-3
+        series = u * u * (0.5 + u * (1.0 / 3.0 + u / 8.0))
+        return np.where(small, series, u * np.exp(u) - np.expm1(u))
+
+    def fdf(v):
+        u = np.exp(v)
+        hu = h(u)
+        return np.log(y) - np.log(hu), -u * u * np.exp(u) / hu
+
+    v, _, _ = newton_decreasing(fdf, top - 40.0, top, top - 1.0, tol=1e-14, f_tol=1e-13)
+    return np.exp(v)
+
+
+def _dl_min_power(cell: ReactiveCell, D, band, tau):
+    """Least total DL power [W] for the DL sets ``D [A, K]`` (bool) to finish by ``tau [A]`` [s] within ``band [A]``
+    [Hz]: ``min sum_D p_k(b_k)`` s.t. ``sum_D b_k <= band``, ``p_k(b) = (N0 b / |h_k|^2)(2^(S / (b tau)) - 1)`` convex
+    and falling in ``b``; KKT: ``dp_k/db_k = -mu`` for every DL device, i.e. ``h(u_k) = mu |h_k|^2 / N0`` with
+    ``u_k = S ln2 / (b_k tau)`` (:func:`_h_inverse`), ``mu`` by bisection in ``log mu`` on the band. ``inf`` where
+    ``band <= 0`` and the set is not empty."""
+    D = np.asarray(D, dtype=bool)
+    A = D.shape[0]
+    n0 = cell.n0_dev_w_per_hz
+    ln2S = np.log(2.0) * cell.bits
+    tau = np.asarray(tau, dtype=float)
+
+    def bands(log_mu):
+        u = _h_inverse(np.exp(log_mu)[:, None] * cell.gain[None, :] / n0)
+        return u, ln2S / (u * tau[:, None])
+
+    lo, hi = np.full(A, -200.0), np.full(A, 200.0)
+    for _ in range(60):  # sum_D b_k(mu) falls in mu (bracket width 400 in log mu: 60 halvings reach 4e-16)
+        mid = 0.5 * (lo + hi)
+        _, b = bands(mid)
+        over = np.where(D, b, 0.0).sum(axis=1) > band
+        lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
+    u, b = bands(hi)
+    with np.errstate(over="ignore"):  # a device outside D may sit at an absurd u; it is masked out
+        p = np.where(D, n0 * b / cell.gain * np.expm1(u), 0.0).sum(axis=1)
+    empty = ~D.any(axis=1)
+    return np.where(empty, np.where(band >= 0, 0.0, np.inf), np.where(band > 0, p, np.inf))
+
+
+def joint_exchange_time(cell: ReactiveCell, rejected, max_devices: int = 10) -> dict:
+    """The exchange of one outcome with modes, DL powers *and* the band split optimised (ours; paper 2 splits the
+    band equally, Sec. III): ``min tau`` s.t. UL devices reach ``S / tau`` at full power with ``b_k >=``
+    ``R_k^{-1}(S / tau)``, DL devices reach it with their band and power, ``sum_R b_k <= B``, ``sum_D p_k <= P^dl``.
+
+    Every UL/DL assignment of the rejected devices is tried (``<= max_devices`` of them); for each, ``tau`` by
+    bisection in ``log tau`` (45 steps) below its equal-split time (feasible), each probe a convex feasibility test:
+    the UL bands in closed form (:func:`spinlib.channel.shannon_bandwidth_for_rate`), the DL power by
+    :func:`_dl_min_power`. Returns ``tau`` [s], the UL set, whether that set is a prefix of Lemma 2's order, the
+    equal-split optimum (:func:`comm_time`) and the best prefix assignment's ``tau``.
+    """
+    from ..channel import shannon_bandwidth_for_rate
+
+    Rk = np.flatnonzero(np.asarray(rejected, dtype=bool))
+    m = Rk.size
+    if m == 0:
+        return {"tau": 0.0, "ul": [], "prefix": True, "tau_equal": 0.0, "tau_best_prefix": 0.0}
+    if m > max_devices:
+        raise ValidationError(f"joint_exchange_time tries all 2^{m} assignments: at most {max_devices} rejected devices")
+    masks = ((np.arange(2 ** m)[:, None] >> np.arange(m)[None, :]) & 1).astype(bool)  # [A, m] True: UL
+    A = len(masks)
+    U = np.zeros((A, cell.K), dtype=bool)
+    U[:, Rk] = masks
+    Dm = np.zeros((A, cell.K), dtype=bool)
+    Dm[:, Rk] = ~masks
+    # the equal split's time of each assignment (feasible: an upper end for the bisection)
+    b_eq = cell.bandwidth_hz / m
+    ul_eq = ul_time(cell, b_eq)
+    hi = np.maximum(np.where(U, ul_eq, 0.0).max(axis=1),
+                    _dl_equal(cell, (Dm * (1.0 / cell.gain)).sum(axis=1), b_eq))
+    lo = hi * 1e-6
+    a_ul = cell.p_ul_w * cell.gain / cell.n0_ser_w_per_hz
+    for _ in range(45):  # a bracket of 1e6 in ratio: 45 halvings of its log reach 4e-13 relative
+        mid = np.sqrt(lo * hi)
+        need_ul = np.where(U, shannon_bandwidth_for_rate(cell.bits / mid[:, None], a_ul[None, :]), 0.0).sum(axis=1)
+        left = cell.bandwidth_hz - need_ul
+        ok = np.isfinite(left) & (_dl_min_power(cell, Dm, np.where(np.isfinite(left), left, -1.0), mid)
+                                  <= cell.p_dl_w)
+        hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid)
+    best = int(np.argmin(hi))
+    order = [k for k in ul_order(cell) if k in set(Rk.tolist())]
+    prefixes = [set(order[:n]) for n in range(m + 1)]
+    is_prefix = np.array([set(np.flatnonzero(U[i]).tolist()) in prefixes for i in range(A)])
+    return {"tau": float(hi[best]), "ul": np.flatnonzero(U[best]).tolist(),
+            "prefix": bool(is_prefix[best]), "tau_best_prefix": float(hi[is_prefix].min()),
+            "tau_equal": float(comm_time(cell, np.asarray(rejected, dtype=bool)[None])[0])}

@@ -119,6 +119,23 @@ def multispin_gap_study(pair: str, K: int, n: int, tx_power_w: float, draft_ref_
     return rows
 
 
+def multispin_certified_gap(pair: str, K: int, n: int, tx_power_w: float, draft_ref_s: float, seed: int) -> list[dict]:
+    """Algorithm 1 and the baselines against the certified optimum of (P2) (:func:`spinlib.papers.multispin.
+    certified_optimum`) on ``n`` rounds of paper 1's default setting (``K`` devices, B = 10 MHz), one population each."""
+    rows = []
+    for i, s in enumerate(study_seeds(seed, n)):
+        rng = np.random.default_rng(s)
+        cell = st.multispin_round(rng, pair, st.multispin_devices(rng, pair, K, draft_ref_s), tx_power_w)
+        cert = ms.certified_optimum(cell)
+        row = {"instance": i, "optimum": cert.goodput, "upper_bound": cert.info["upper_bound"],
+               "certified_gap": cert.info["gap"], "status": cert.info["status"], "intervals": cert.info["nodes"],
+               "optimum_mean_L": float(cert.L.mean())}
+        for name, policy in ms.POLICIES.items():
+            row[name] = policy(cell).goodput
+        rows.append(row)
+    return rows
+
+
 def updown_powers(knob: str, x: float, K: int) -> tuple[float, float]:
     """``(P^ul, P^dl)`` [W] of a point of paper 2's figures: Figs. 7-8 ``knob = "p_dl_dbm"`` (``P^ul`` = 10 dBm);
     Figs. 9-11 ``"ratio"``: ``P^dl / P^ul = x`` and ``P^dl + K P^ul = P_tot(K) = 1 W + K 31.6 mW`` (30 and 15 dBm)."""
@@ -185,6 +202,30 @@ def updown_sweep(pair: str, knob: str, values: list, K: int, n_pop: int, seed: i
     return rows
 
 
+def updown_joint_study(pair: str, p_dl_dbm_values: list, n: int, seed: int, K: int = 8, gamma: int = 8,
+                       max_rejected: int = 6) -> list[dict]:
+    """Paper 2's exchange with the band optimised too (ours, :func:`spinlib.papers.uplink_downlink.joint_exchange_time`)
+    against the paper's equal split: ``n`` outcomes per DL power, each of ``K`` devices drafting ``gamma`` tokens
+    (rejected with probability ``1 - alpha^gamma``; outcomes with no rejection or more than ``max_rejected`` redrawn)."""
+    from ..channel import dbm_to_w
+
+    rows = []
+    for x in p_dl_dbm_values:
+        for i, s in enumerate(study_seeds(seed, n)):
+            rng = np.random.default_rng(s)
+            cell = st.updown_round(rng, pair, st.updown_devices(rng, pair, K),
+                                   float(dbm_to_w(st.UPDOWN_RADIO["p_ul_dbm"])), float(dbm_to_w(x)))
+            while True:
+                R = rng.random(K) < ud.rejection_prob(cell, np.full(K, gamma))
+                if 0 < R.sum() <= max_rejected:
+                    break
+            j = ud.joint_exchange_time(cell, R)
+            rows.append({"x": x, "instance": i, "rejected": int(R.sum()), "tau_equal": j["tau_equal"],
+                         "tau_joint": j["tau"], "tau_best_prefix": j["tau_best_prefix"], "prefix": j["prefix"],
+                         "ul": len(j["ul"])})
+    return rows
+
+
 def updown_gap_study(pair: str, K: int, n: int, seed: int, n_saa: int = ud.N_SAA) -> list[dict]:
     """Algorithm 1 (on its SAA, as the paper) and the length baselines against the exhaustive optimum with the exact
     expectation, on ``n`` random instances of paper 2's setting with ``K`` devices (``P^dl`` = 30 dBm); also the SAA's
@@ -209,5 +250,5 @@ def updown_gap_study(pair: str, K: int, n: int, seed: int, n_saa: int = ud.N_SAA
 
 
 __all__ = ["M4PRO_DRAFT_S", "FIG6_GOODPUT", "FIG7_GAIN", "FIG7_BANDWIDTH_HZ", "MULTISPIN_POLICIES", "UPDOWN_POLICIES", "multispin_calibration",
-           "multispin_sweep", "multispin_gap_study", "updown_powers", "updown_point", "updown_sweep",
-           "updown_gap_study"]
+           "multispin_sweep", "multispin_gap_study", "multispin_certified_gap", "updown_powers", "updown_point", "updown_sweep",
+           "updown_gap_study", "updown_joint_study"]

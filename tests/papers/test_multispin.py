@@ -117,3 +117,37 @@ def test_bad_inputs_are_one_line():
     c = ms.MultiSpinCell(**good)
     with pytest.raises(ValidationError, match="1..25"):
         ms.check_lengths(c, np.array([0, 3]))
+
+
+def test_certified_optimum_equals_exhaustive_search_and_bounds_algorithm1():
+    """The interval search with HiGHS's exact knapsack equals exhaustive search at K = 3, 4 (fresh instances), and
+    at the paper's K = 20 it certifies a bound no policy exceeds."""
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    for K in (3, 3, 4):
+        c = _cell(rng, K)
+        cs, ex = ms.certified_optimum(c), ms.exhaustive_optimum(c)
+        assert cs.info["status"] == "optimal" and cs.info["gap"] <= 1e-6, (seed, cs.info)
+        assert cs.goodput == pytest.approx(ex.goodput, rel=1e-9), seed
+        assert cs.info["upper_bound"] >= ex.goodput * (1 - 1e-9), seed
+    c = _cell(rng, 20)
+    cs = ms.certified_optimum(c)
+    assert cs.info["status"] == "optimal", (seed, cs.info)
+    assert cs.goodput == pytest.approx(float(ms.goodput(c, cs.L, cs.b)), rel=1e-12)
+    for policy in ms.POLICIES.values():
+        assert policy(c).goodput <= cs.info["upper_bound"] * (1 + 1e-9), seed
+
+
+def test_max_tokens_within_is_monotone_and_feasible():
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    c = _cell(rng, 6)
+    lo = float(ms.makespan_split(c, np.ones(6))[0])
+    prev = -np.inf
+    for phi in np.linspace(lo, 6 * lo, 12):
+        M, L = ms.max_tokens_within(c, phi)
+        assert M >= prev - 1e-9, seed
+        prev = M
+        assert float(ms.makespan_split(c, L)[0]) <= phi * (1 + 1e-7), seed
+        assert M == pytest.approx(float(ms.expected_tokens(c, L).sum()), rel=1e-12)
+    assert ms.max_tokens_within(c, lo * 0.9)[1] is None
