@@ -11,14 +11,13 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import json
-import os
 import re
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
 from .jsonio import atomic_write_text, json_default, loads_json  # noqa: F401 (re-exported)
-from .paths import CACHE
+from .paths import CACHE, env_dir
 from .validation import ValidationError
 
 
@@ -71,7 +70,7 @@ def cached(
     (content-addressed: an edited value is a miss); anything else (torn, edited, a list, a
     directory, a symbolic link) is recomputed and replaced, the link itself and never its target.
     """
-    cache_dir = Path(cache_dir or os.environ.get("SPINLIB_CACHE_DIR", CACHE))
+    cache_dir = Path(cache_dir) if cache_dir else env_dir("SPINLIB_CACHE_DIR", CACHE)
     path = cache_dir / f"{name}-{config_key({'name': name, 'config': config})}.json"
     canon = json.loads(canonical_json(config))
     if path.parent.resolve() == Path(CACHE).resolve():

@@ -634,6 +634,29 @@ def _describe_failure(e: BaseException, argv: list[str]) -> str:
             f"(rerun with --debug for the traceback)")
 
 
+#: the arguments that name files a command reads, and those it writes (every command, one table)
+INPUT_ARGS = ("scenario", "allocation", "instance", "check", "plugin")
+OUTPUT_ARGS = ("output", "write")
+
+
+def check_outputs(args) -> None:
+    """One line, before any work, when a file the command writes is one it reads (``solve s.json -o s.json``
+    would replace its own input) or two outputs are one file; paths compared after resolving links."""
+    def paths(names):
+        for name in names:
+            v = getattr(args, name, None)
+            for item in (v if isinstance(v, list) else [v]):
+                if isinstance(item, (str, Path)) and str(item) not in ("", "-"):
+                    yield name, Path(item).expanduser().resolve()
+    outs = list(paths(OUTPUT_ARGS))
+    ins = list(paths(INPUT_ARGS))
+    for i, (o_name, o) in enumerate(outs):
+        for i_name, p in ins + outs[:i]:
+            if o == p:
+                raise ValidationError(f"--{o_name} {o} is also the command's {i_name.replace('_', '-')}: "
+                                      "write to another file")
+
+
 def main(argv=None) -> int:
     """The command line's one error policy: bad input (:class:`ValidationError`, an unreadable file)
     is one line on stderr and exit 2; an interrupt is one line and exit 130; any other exception
@@ -648,6 +671,7 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
         # numerical warnings are not errors: every printed result is checked finite, or one line explains
         warnings.simplefilter("ignore", RuntimeWarning)
+        check_outputs(args)  # before any work: an output that is an input of the same command is refused
         load_plugins(args)  # $SPINLIB_PLUGINS, then every --plugin: before any command reads a registry
         return args.func(args)
     except ValidationError as e:

@@ -560,3 +560,17 @@ def test_generate_with_a_controller_is_lossless_and_reports_it():
     assert f["token_ids"] == u["token_ids"] == o["token_ids"]
     assert f["controller"] is None and u["controller"] == "ucb-specstop:c=0.5"
     assert len({r["drafted"] for r in u["rounds"]}) > 1
+
+
+def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path):
+    """``solve s.json -o s.json`` (or through a link to it) is one line, exit 2, and the input is untouched."""
+    s = tmp_path / "s.json"
+    assert run("scenario", "--users", "2", "--seed", "1", "-o", str(s)).returncode == 0
+    before = s.read_bytes()
+    link = tmp_path / "link.json"
+    link.symlink_to(s)
+    for out in (s, link, tmp_path / "." / "s.json"):
+        r = run("solve", str(s), "--policy", "equal", "-o", str(out))
+        assert r.returncode == 2 and "also the command's scenario" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+        assert s.read_bytes() == before
+    assert run("solve", str(s), "--policy", "equal", "-o", str(tmp_path / "a.json")).returncode == 0

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..cache import atomic_write_text, sha256_file
-from ..paths import ROOT
+from ..paths import ROOT, env_dir
 from ..registry import Registry
 from ..validation import ValidationError
 
@@ -198,7 +198,7 @@ def is_installed(model: str) -> bool:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("SPINLIB_MODEL_CACHE", ROOT / ".cache" / "models"))
+    return env_dir("SPINLIB_MODEL_CACHE", ROOT / ".cache" / "models")
 
 
 def chunk_files(model: str) -> list[Path]:
