@@ -136,7 +136,8 @@ if [[ -n "$ONLY" ]]; then
 fi
 if [[ $STALE == True ]]; then
   [[ -z "$ONLY" ]] || { echo "run_all.sh: --stale and --only do not combine" >&2; exit 2; }
-  mapfile -t stale < <("$PY" -m spinlib.notebook stale)
+  stale_out=$("$PY" -m spinlib.notebook stale) || { echo "run_all.sh: cannot tell which notebooks are stale (see the line above); nothing was run" >&2; exit 2; }
+  mapfile -t stale < <(printf '%s' "$stale_out" | grep .)
   # a notebook an interrupted run left unfinished is stale too, whatever its provenance says
   if [[ -f "$OUTDIR/RUN_INCOMPLETE" ]]; then
     mapfile -t -O "${#stale[@]}" stale < <(grep -o '^notebooks/[0-9][0-9]_' "$OUTDIR/RUN_INCOMPLETE" | cut -c11-12)

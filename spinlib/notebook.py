@@ -85,9 +85,16 @@ def finish() -> Path:
 
 def stale(record_path: Path) -> list[str]:
     """The inputs of a provenance record whose files now differ (or are gone); empty when current."""
-    rec = json.loads(Path(record_path).read_text(encoding="utf-8"))
+    try:
+        rec = json.loads(Path(record_path).read_text(encoding="utf-8"))
+        inputs = rec["inputs"]
+        if not isinstance(inputs, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in inputs.items()):
+            raise TypeError("inputs must map paths to digests")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:  # fail closed: unknown is not current
+        raise ValidationError(f"provenance record {record_path} cannot be read ({type(e).__name__}: {e}); "
+                              "re-run its notebook (bash run_all.sh --only NN)") from None
     out = []
-    for rel, digest in rec["inputs"].items():
+    for rel, digest in inputs.items():
         f = ROOT / rel
         if not f.is_file() or sha256_file(f) != digest:
             out.append(rel)
@@ -134,10 +141,16 @@ def main(argv=None) -> int:
     if not args or args[0] != "stale":
         print("usage: python -m spinlib.notebook stale | prune-cache", file=sys.stderr)
         return 2
+    found = []
     for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         rec = RESULTS / "provenance" / f"{nb.stem}.json"
-        if not rec.is_file() or stale(rec):
-            print(nb.stem[:2])
+        try:
+            if not rec.is_file() or stale(rec):
+                found.append(nb.stem[:2])
+        except ValidationError as e:  # one unreadable record: no answer at all (a partial list would fail open)
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    print("\n".join(found))
     return 0
 
 

@@ -3,6 +3,8 @@ only; the README's results table is exactly the one generated from results/claim
 committed executed notebook is current (its recorded inputs equal the work tree's files) and was
 produced from committed sources; run_all.sh's --stale and -p options behave as documented."""
 import json
+import os
+import sys
 import subprocess
 
 import numpy as np
@@ -209,3 +211,22 @@ def test_every_committed_verdict_is_the_declared_one(nb):
     assert not surprise, f"{nb.stem}: verdicts that differ from the declaration (holds vs NOT_HOLDING): {surprise}"
     assert all(r.get("expected", True) == (r["id"] not in declared) for r in recs), \
         f"{nb.stem}: the committed run was made with another declaration; re-run it"
+
+
+@pytest.mark.parametrize("bad", ["", "{", '{"inputs": 3}', '{"nope": {}}', '{"inputs": {"a": 1}}', "\udcff"])
+def test_stale_detection_fails_closed_on_an_unreadable_record(tmp_path, monkeypatch, bad):
+    """One unreadable provenance record: ``stale`` names it and exits 2 (no partial list), and ``run_all.sh --stale``
+    refuses in one line instead of saying nothing is stale."""
+    import shutil
+
+    shutil.copytree(RESULTS / "provenance", tmp_path / "provenance")
+    rec = tmp_path / "provenance" / "01_system_model.json"
+    rec.write_bytes(bad.encode("utf-8", "surrogateescape"))
+    r = subprocess.run([sys.executable, "-m", "spinlib.notebook", "stale"], capture_output=True, text=True, cwd=ROOT,
+                       env={**os.environ, "SPINLIB_RESULTS": str(tmp_path)}, timeout=120)
+    assert r.returncode == 2 and "01_system_model.json" in r.stderr and r.stdout == "", (r.stdout, r.stderr)
+    if bad == "{":
+        r = subprocess.run(["bash", str(ROOT / "run_all.sh"), "--stale"], capture_output=True, text=True, cwd=ROOT,
+                           env={**os.environ, "SPINLIB_RESULTS": str(tmp_path)}, timeout=600)
+        assert r.returncode == 2 and "cannot tell which notebooks are stale" in r.stderr, r.stderr[-500:]
+        assert "no notebook is stale" not in r.stdout
