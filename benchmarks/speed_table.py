@@ -361,7 +361,7 @@ def certified_section(doc: dict) -> list[str]:
                              f"{'met' if med < limit else 'not met'}")
             else:
                 parts.append(f"K = {_k(K)} under {num(limit)} s: not measured")
-        out += ["", "Speed goal of the whole solver (issue 23): " + "; ".join(parts) + "."]
+        out += ["", "Speed goal of the whole solver: " + "; ".join(parts) + "."]
     if doc.get("tiny"):
         out += ["", f"Tiny instances: the whole solver with its default dispatch (every length vector evaluated up to "
                     f"{_k(doc['exhaustive_max_vectors'])} of them) against the same solver told to branch "
