@@ -145,6 +145,48 @@ def read_jsonl_records(path, what: str, check: Callable[[Any, Any, int], Any],
     return done
 
 
+class exclusive_lock:
+    """An exclusive lock beside a file (``<file>.lock``) for a run that appends to it: refused in one line naming
+    ``what`` when another run holds it (``fcntl.flock``, non-blocking); the lock file is removed on release. The one
+    lock of every resumable record file (a study's store, a measurement's and a trace recording's JSONL)."""
+
+    def __init__(self, path: str | Path, what: str):
+        path = Path(path)
+        self.lock = path.with_name(path.name + ".lock")
+        self.what = what
+
+    def __enter__(self):
+        import fcntl
+
+        self.f = open(self.lock, "a")
+        try:
+            fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.f.close()
+            raise ValidationError(f"{self.lock}: another run holds {self.what}; wait for it to end "
+                                  f"(or delete the lock if no run is left)") from None
+        return self
+
+    def __exit__(self, *exc):
+        self.lock.unlink(missing_ok=True)
+        self.f.close()
+        return False
+
+
+def resume_jsonl(path: str | Path, read: Callable[[list], dict]) -> dict:
+    """The finished records of a resumable JSONL file about to be appended to (call it holding
+    :class:`exclusive_lock`): ``read(kept)`` parses the file (:func:`read_jsonl_records` with ``good_lines=kept``),
+    then the file is rewritten atomically from the kept lines, so that a torn last line is dropped and never
+    appended onto. A missing file has no records."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    kept: list[str] = []
+    done = read(kept)
+    atomic_write_text(path, "".join(line + "\n" for line in kept))
+    return done
+
+
 def read_json(source: str | Path, what: str) -> Any:
     """The parsed JSON of ``source``: a JSON object as a string (starting with ``{``) or a path to a
     file (:func:`read_text_checked`), parsed by :func:`loads_json`. Every failure is one

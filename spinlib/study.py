@@ -38,7 +38,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from .cache import canonical_json, config_key, key_form
-from .jsonio import atomic_write_text, json_default, read_jsonl_records
+from .jsonio import exclusive_lock, json_default, read_jsonl_records, resume_jsonl
 from .paths import ROOT
 from .validation import ValidationError, check_int_range
 
@@ -199,12 +199,9 @@ class Study:
         tasks, key = self.tasks(), self.key
         path = self.store(store_dir, key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(path):
-            done = {}
-            if path.exists():  # rewritten from the lines kept: a torn last line is never appended onto
-                kept: list[str] = []
-                done = read_store(path, key, [s for _, s in tasks], kept)
-                atomic_write_text(path, "".join(line + "\n" for line in kept))
+        with exclusive_lock(path, "this study's store"):
+            # rewritten from the lines kept: a torn last line is never appended onto
+            done = resume_jsonl(path, lambda kept: read_store(path, key, [s for _, s in tasks], kept))
             todo = [i for i in range(len(tasks)) if i not in done]
             if todo:
                 with open(path, "a", encoding="utf-8") as f:
@@ -251,31 +248,6 @@ def _plain(params: dict) -> dict:
         return v if v is None or isinstance(v, (str, bool, int, float)) else canonical_json(v)
 
     return {k: plain(v) for k, v in params.items()}
-
-
-class _locked:
-    """An exclusive lock beside a study's store (``<store>.lock``), refused in one line when another run
-    holds it; the lock file is removed on release."""
-
-    def __init__(self, path: Path):
-        self.lock = path.with_name(path.name + ".lock")
-
-    def __enter__(self):
-        import fcntl
-
-        self.f = open(self.lock, "a")
-        try:
-            fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self.f.close()
-            raise ValidationError(f"{self.lock}: another run of this study holds its store; wait for it to end "
-                                  f"(or delete the lock if no run is left)") from None
-        return self
-
-    def __exit__(self, *exc):
-        self.lock.unlink(missing_ok=True)
-        self.f.close()
-        return False
 
 
 def read_store(path: Path, key: str, seeds: list[int], kept: list | None = None) -> dict:

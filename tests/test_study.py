@@ -162,7 +162,7 @@ def test_two_runs_of_one_study_at_once_are_one_line(tmp_path):
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        with pytest.raises(ValidationError, match="another run of this study holds its store"):
+        with pytest.raises(ValidationError, match="another run holds this study's store"):
             s.run(n_jobs=1, progress=False, store_dir=tmp_path)
     assert len(s.run(n_jobs=1, progress=False, store_dir=tmp_path)) == 9  # released: it runs
     assert not list(tmp_path.glob("*.lock")) and not list(tmp_path.glob("*.jsonl"))
@@ -194,3 +194,52 @@ def test_a_point_that_returns_neither_a_dict_nor_records_is_one_line(tmp_path):
     s = Study("test-bad-point", lambda p, sd: 3.0, ({"a": 1},), 1, 0)
     with pytest.raises(ValidationError, match="must return a dict or a list of dicts, got float"):
         s.run(n_jobs=1, progress=False, store_dir=tmp_path)
+
+
+def test_resumable_jsonl_drops_a_torn_tail_and_one_writer_holds_the_lock(tmp_path):
+    """The helper every resumable record file uses (a study's store, a measurement, a trace recording): the torn last
+    line is removed from the file before any append (not appended onto), and a second writer is one line."""
+    from spinlib.jsonio import exclusive_lock, read_jsonl_records, resume_jsonl
+
+    def read(path, kept):
+        return read_jsonl_records(path, "records", lambda r, p, i: r["k"],
+                                  lambda p, i, f, a: ValidationError(f"{p}:{i}: {f} must be {a}"), "new ({key})",
+                                  good_lines=kept)
+
+    f = tmp_path / "r.jsonl"
+    f.write_text('{"k": 1}\n{"k": 2}\n{"k": 3, "torn')
+    with exclusive_lock(f, "these records"):
+        done = resume_jsonl(f, lambda kept: read(f, kept))
+        assert sorted(done) == [1, 2] and f.read_text() == '{"k": 1}\n{"k": 2}\n'
+        with open(f, "a") as out:
+            out.write('{"k": 3}\n')
+        with pytest.raises(ValidationError, match="another run holds these records"):
+            with exclusive_lock(f, "these records"):
+                pass
+    assert sorted(read(f, [])) == [1, 2, 3] and not (tmp_path / "r.jsonl.lock").exists()
+    assert resume_jsonl(tmp_path / "missing.jsonl", lambda kept: {1: 1}) == {}
+
+
+@pytest.mark.parametrize("which", ["measure", "traces"])
+def test_a_second_measurement_or_trace_writer_is_refused_before_any_work(tmp_path, which):
+    """``measure_pair`` and ``record_traces`` take the file's lock before loading a model: a second run into the same
+    folder is one line (it once wrote every record twice)."""
+    from spinlib.cache import config_key
+    from spinlib.jsonio import exclusive_lock
+    from spinlib.online.traces import TRACE_VERSION, record_traces
+    from spinlib.sd.measure import measure_pair
+
+    pair, task = "smollm2-rtn4g16", "qa"
+    if which == "measure":
+        cfg = {"pair": pair, "task": task, "n_prompts": 1, "max_new_tokens": 4, "seed": 0, "temperatures": [0.0, 1.0],
+               "L_values": list(range(1, 9)), "engine_prompts": 2, "version": 1}
+        call = lambda: measure_pair(pair, task, n_prompts=1, max_new_tokens=4, out_dir=tmp_path, progress=False)
+    else:
+        cfg = {"pair": pair, "task": task, "n_prompts": 1, "max_new_tokens": 4, "temperature": 0.0,
+               "version": TRACE_VERSION}
+        call = lambda: record_traces(pair, task, n_prompts=1, max_new_tokens=4, out_dir=tmp_path)
+    raw = tmp_path / pair / f"{task}-{config_key(cfg, 12)}.jsonl"
+    raw.parent.mkdir(parents=True)
+    with exclusive_lock(raw, "another writer's records"):
+        with pytest.raises(ValidationError, match="another run holds"):
+            call()

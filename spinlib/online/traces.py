@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ..jsonio import loads_json
+from ..jsonio import exclusive_lock, loads_json, resume_jsonl
 from ..validation import ValidationError
 
 TRACE_VERSION = 1
@@ -150,7 +150,7 @@ def to_prompt_trace(r: dict) -> PromptTrace:
                        np.asarray(r["accept_prob"], float), np.asarray(r["tokens"], dtype=np.int64))
 
 
-def read_traces(path, same: dict | None = None) -> dict[int, dict]:
+def read_traces(path, same: dict | None = None, kept: list | None = None) -> dict[int, dict]:
     """The finished records of a trace JSONL, keyed by question id.
 
     A torn *last* line (an interrupted recording) is dropped; any other line that is not a valid
@@ -164,7 +164,7 @@ def read_traces(path, same: dict | None = None) -> dict[int, dict]:
     if not path.is_file():
         raise ValidationError(f"trace file {str(path)!r} does not exist")
     return read_jsonl_records(path, "trace", check_trace_record, _error, "a prompt not recorded before (id {key} repeats)",
-                              same)
+                              same, good_lines=kept)
 
 
 def _strict_json(text: str, path) -> Any:
@@ -363,47 +363,46 @@ def record_traces(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: 
         raw.unlink()
     raw.parent.mkdir(parents=True, exist_ok=True)
     kernel = pair_kernel(pair_name).kernel  # every record names it; a resumed file must hold this kernel's only
-    done = read_traces(raw, same={"kernel": kernel}) if raw.exists() else {}
-    if raw.exists():  # drop a torn last line before appending
-        good = [json.dumps(done[q]) for q in done]
-        atomic_write_text(raw, "".join(g + "\n" for g in good))
-    target, draft, tok = load_pair(pair_name, kernel)
-    spec = PACKAGED[pair.target]
-    stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
-    prompts = load_prompts(task, n_prompts)
-    with raw.open("a") as f:
-        for p in prompts:
-            if p["question_id"] in done:
-                continue
-            # as every measurement of the pair takes it (a distinct-draft pair keeps its chat template intact)
-            ids = encode_for_pair(pair, tok, p["prompt"]) if spec.chat else encode(tok, p["prompt"], False)
-            rec = {"kind": "trace", "question_id": p["question_id"],
-                   **{k: v for k, v in trace_record(target, draft, ids, max_new_tokens=max_new_tokens,
-                                                    stop_ids=stop).items() if k != "kind"}, "kernel": kernel}
-            check_trace_record(rec, raw, len(done) + 1)
-            f.write(json.dumps(rec) + "\n")
-            f.flush()
-            done[p["question_id"]] = rec
-            if progress:
-                print(f"{pair_name}/{task}: prompt {p['question_id']} ({len(rec['tokens'])} tokens)", flush=True)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-    atomic_write_text(prov, provenance_text({
-        "config": cfg, "pair": pair_name, "target": pair.target, "draft": pair.draft,
-        "target_package": spec.install, "draft_recipe": pair.draft_recipe if pair.draft_model else
-        f"round-to-nearest {pair.draft_bits}-bit, groups of {pair.group_size} (spinlib.sd.models.quantize_rtn_)",
-        "prompts": ("Spec-Bench question.jsonl (data/spec_bench), first turn, raw text" if not spec.chat else
-                    f"Spec-Bench question.jsonl (data/spec_bench), first turn, chat template kept intact, "
-                    f"middle of the text cut beyond {MAX_PROMPT_TOKENS} tokens (spinlib.sd.prompts.encode_intact)"
-                    if pair.draft_model is not None else
-                    "Spec-Bench question.jsonl (data/spec_bench), first turn, chat template"),
-        "question_ids": sorted(done), "commit": commit or None, "kernel": pair_kernel(pair_name).to_dict(),
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                     "python": platform.python_version()},
-        "fields": {"accept": "greedy teacher-forced outcome 1[argmax q = argmax p]",
-                   "top_prob": "max_x q(x), T = 1", "entropy": "H(q) [nat], T = 1",
-                   "accept_prob": "min(1, p(x)/q(x)) for x = argmax q, T = 1",
-                   "tokens": "the target's greedy output"}}, raw))
-    return raw
+    with exclusive_lock(raw, "this trace recording"):  # a second writer is refused in one line
+        # a torn last line (an interrupted run) is dropped from the file before anything is appended
+        done = resume_jsonl(raw, lambda kept: read_traces(raw, same={"kernel": kernel}, kept=kept))
+        target, draft, tok = load_pair(pair_name, kernel)
+        spec = PACKAGED[pair.target]
+        stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
+        prompts = load_prompts(task, n_prompts)
+        with raw.open("a") as f:
+            for p in prompts:
+                if p["question_id"] in done:
+                    continue
+                # as every measurement of the pair takes it (a distinct-draft pair keeps its chat template intact)
+                ids = encode_for_pair(pair, tok, p["prompt"]) if spec.chat else encode(tok, p["prompt"], False)
+                rec = {"kind": "trace", "question_id": p["question_id"],
+                       **{k: v for k, v in trace_record(target, draft, ids, max_new_tokens=max_new_tokens,
+                                                        stop_ids=stop).items() if k != "kind"}, "kernel": kernel}
+                check_trace_record(rec, raw, len(done) + 1)
+                f.write(json.dumps(rec) + "\n")
+                f.flush()
+                done[p["question_id"]] = rec
+                if progress:
+                    print(f"{pair_name}/{task}: prompt {p['question_id']} ({len(rec['tokens'])} tokens)", flush=True)
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+        atomic_write_text(prov, provenance_text({
+            "config": cfg, "pair": pair_name, "target": pair.target, "draft": pair.draft,
+            "target_package": spec.install, "draft_recipe": pair.draft_recipe if pair.draft_model else
+            f"round-to-nearest {pair.draft_bits}-bit, groups of {pair.group_size} (spinlib.sd.models.quantize_rtn_)",
+            "prompts": ("Spec-Bench question.jsonl (data/spec_bench), first turn, raw text" if not spec.chat else
+                        f"Spec-Bench question.jsonl (data/spec_bench), first turn, chat template kept intact, "
+                        f"middle of the text cut beyond {MAX_PROMPT_TOKENS} tokens (spinlib.sd.prompts.encode_intact)"
+                        if pair.draft_model is not None else
+                        "Spec-Bench question.jsonl (data/spec_bench), first turn, chat template"),
+            "question_ids": sorted(done), "commit": commit or None, "kernel": pair_kernel(pair_name).to_dict(),
+            "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                         "python": platform.python_version()},
+            "fields": {"accept": "greedy teacher-forced outcome 1[argmax q = argmax p]",
+                       "top_prob": "max_x q(x), T = 1", "entropy": "H(q) [nat], T = 1",
+                       "accept_prob": "min(1, p(x)/q(x)) for x = argmax q, T = 1",
+                       "tokens": "the target's greedy output"}}, raw))
+        return raw
 
 
 def provenance_text(record: dict, trace_path) -> str:

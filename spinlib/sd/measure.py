@@ -256,7 +256,7 @@ def check_record(r, path="<record>", lineno: int = 0) -> tuple:
     return (kind, qid, float(T), L)
 
 
-def read_records(path, same: dict | None = None) -> dict:
+def read_records(path, same: dict | None = None, kept: list | None = None) -> dict:
     """The finished records of a measurement JSONL, keyed by (kind, question_id, temperature, L).
 
     A torn *last* line (an interrupted run) is dropped and measured again; any other line that is not
@@ -267,7 +267,7 @@ def read_records(path, same: dict | None = None) -> dict:
     from ..jsonio import read_jsonl_records
 
     return read_jsonl_records(path, "measurement", check_record, _record_error, "a record not written before ({key} repeats)",
-                              same)
+                              same, good_lines=kept)
 
 
 def read_summary(path):
@@ -306,6 +306,7 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
 
     from ..acceptance import iid_profile
     from ..cache import atomic_write_text, config_key
+    from ..jsonio import exclusive_lock, resume_jsonl
     from ..scenario import Payload
     from .engine import mean_tokens_per_round, speculative_generate
     from .models import PACKAGED, get_pair, load_pair, pair_kernel
@@ -332,83 +333,85 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
         raw.unlink()
     raw.parent.mkdir(parents=True, exist_ok=True)
     kernel = pair_kernel(pair_name).kernel  # every record names it; a resumed file must hold this kernel's only
-    done = read_records(raw, same={"kernel": kernel}) if raw.exists() else {}
-    prompts = load_prompts(task, n_prompts)
-    jobs = [("beta", p, T, None) for p in prompts for T in temperatures]
-    jobs += [("engine", p, T, L) for p in prompts[:engine_prompts] for T in temperatures for L in L_values]
-    wanted = {(kind, p["question_id"], float(T), L) for kind, p, T, L in jobs}
-    foreign = sorted(set(done) - wanted, key=repr)
-    if foreign:  # a line of another question, temperature or length: never pooled into this summary
-        raise ValidationError(f"{raw}: holds {len(foreign)} record(s) this configuration does not measure "
-                              f"(first: {foreign[0]}); delete those lines or measure with recompute")
-    target, draft, tok = load_pair(pair_name, kernel)
-    spec = PACKAGED[pair.target]
-    stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
-    # packaged-draft pairs: prompts up to MAX_PROMPT_TOKENS with their template intact (middle cut,
-    # counted); the low-bit pairs keep encode's left cut at 384 (their committed data)
-    intact = pair.draft_model is not None
-    encoded, cuts = {}, {}
-    for p in prompts:
+    with exclusive_lock(raw, "this measurement's records"):  # a second writer is refused in one line
+        # a torn last line (an interrupted run) is dropped from the file before anything is appended
+        done = resume_jsonl(raw, lambda kept: read_records(raw, same={"kernel": kernel}, kept=kept))
+        prompts = load_prompts(task, n_prompts)
+        jobs = [("beta", p, T, None) for p in prompts for T in temperatures]
+        jobs += [("engine", p, T, L) for p in prompts[:engine_prompts] for T in temperatures for L in L_values]
+        wanted = {(kind, p["question_id"], float(T), L) for kind, p, T, L in jobs}
+        foreign = sorted(set(done) - wanted, key=repr)
+        if foreign:  # a line of another question, temperature or length: never pooled into this summary
+            raise ValidationError(f"{raw}: holds {len(foreign)} record(s) this configuration does not measure "
+                                  f"(first: {foreign[0]}); delete those lines or measure with recompute")
+        target, draft, tok = load_pair(pair_name, kernel)
+        spec = PACKAGED[pair.target]
+        stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
+        # packaged-draft pairs: prompts up to MAX_PROMPT_TOKENS with their template intact (middle cut,
+        # counted); the low-bit pairs keep encode's left cut at 384 (their committed data)
+        intact = pair.draft_model is not None
+        encoded, cuts = {}, {}
+        for p in prompts:
+            if intact:
+                encoded[p["question_id"]], cuts[p["question_id"]] = encode_intact(tok, p["prompt"], spec.chat,
+                                                                                  MAX_PROMPT_TOKENS)
+            else:  # left cut: the chat header of an over-long prompt is lost (counted in the summary)
+                full = encode(tok, p["prompt"], spec.chat, None)
+                encoded[p["question_id"]] = encode(tok, p["prompt"], spec.chat)
+                cuts[p["question_id"]] = len(full) - len(encoded[p["question_id"]])
+        with raw.open("a") as f:
+            for kind, p, T, L in tqdm(jobs, desc=f"measure {pair_name}/{task}", disable=not progress, leave=False):
+                k = (kind, p["question_id"], float(T), L)
+                if k in done:
+                    continue
+                ids = encoded[p["question_id"]]
+                g = torch.Generator().manual_seed(seed * 1_000_003 + p["question_id"] * 101 + int(T * 10) + (L or 0))
+                if kind == "beta":
+                    b = teacher_forced_beta(target, draft, ids, max_new_tokens=max_new_tokens, temperature=T,
+                                            generator=g, stop_ids=stop)
+                    rec = {"kind": kind, "question_id": p["question_id"], "temperature": T, "L": None,
+                           "beta": [round(float(x), 6) for x in b], "kernel": kernel}
+                else:
+                    _, rounds = speculative_generate(target, draft, ids, max_new_tokens=max_new_tokens, draft_length=L,
+                                                     temperature=T, generator=g, stop_ids=stop,
+                                                     payload=Payload(spec.vocab_size, "full"))
+                    rec = {"kind": kind, "question_id": p["question_id"], "temperature": T, "L": L,
+                           "tokens_per_round": mean_tokens_per_round(rounds),
+                           "rounds": [[r.drafted, r.accepted, r.bits_up, r.bits_down] for r in rounds], "kernel": kernel}
+                f.write(json.dumps(rec) + "\n")
+                f.flush()
+                done[k] = rec
+        summary = {"config": cfg, "pair": pair_name, "target": pair.target, "draft": pair.draft, "task": task,
+                   "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                                "python": platform.python_version()}, "by_temperature": {},
+                   "kernel": pair_kernel(pair_name).to_dict()}
         if intact:
-            encoded[p["question_id"]], cuts[p["question_id"]] = encode_intact(tok, p["prompt"], spec.chat,
-                                                                              MAX_PROMPT_TOKENS)
-        else:  # left cut: the chat header of an over-long prompt is lost (counted in the summary)
-            full = encode(tok, p["prompt"], spec.chat, None)
-            encoded[p["question_id"]] = encode(tok, p["prompt"], spec.chat)
-            cuts[p["question_id"]] = len(full) - len(encoded[p["question_id"]])
-    with raw.open("a") as f:
-        for kind, p, T, L in tqdm(jobs, desc=f"measure {pair_name}/{task}", disable=not progress, leave=False):
-            k = (kind, p["question_id"], float(T), L)
-            if k in done:
-                continue
-            ids = encoded[p["question_id"]]
-            g = torch.Generator().manual_seed(seed * 1_000_003 + p["question_id"] * 101 + int(T * 10) + (L or 0))
-            if kind == "beta":
-                b = teacher_forced_beta(target, draft, ids, max_new_tokens=max_new_tokens, temperature=T,
-                                        generator=g, stop_ids=stop)
-                rec = {"kind": kind, "question_id": p["question_id"], "temperature": T, "L": None,
-                       "beta": [round(float(x), 6) for x in b], "kernel": kernel}
-            else:
-                _, rounds = speculative_generate(target, draft, ids, max_new_tokens=max_new_tokens, draft_length=L,
-                                                 temperature=T, generator=g, stop_ids=stop,
-                                                 payload=Payload(spec.vocab_size, "full"))
-                rec = {"kind": kind, "question_id": p["question_id"], "temperature": T, "L": L,
-                       "tokens_per_round": mean_tokens_per_round(rounds),
-                       "rounds": [[r.drafted, r.accepted, r.bits_up, r.bits_down] for r in rounds], "kernel": kernel}
-            f.write(json.dumps(rec) + "\n")
-            f.flush()
-            done[k] = rec
-    summary = {"config": cfg, "pair": pair_name, "target": pair.target, "draft": pair.draft, "task": task,
-               "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                            "python": platform.python_version()}, "by_temperature": {},
-               "kernel": pair_kernel(pair_name).to_dict()}
-    if intact:
-        summary["prompts"] = {"max_tokens": MAX_PROMPT_TOKENS, "truncation": "middle of the content, template intact",
-                              "cut": sum(1 for c in cuts.values() if c > 0), "of": len(cuts),
-                              "chars_cut": int(sum(cuts.values()))}
-    else:
-        summary["prompts"] = {"max_tokens": 384, "truncation": "left: an over-long prompt loses its start (chat header)",
-                              "cut": sum(1 for c in cuts.values() if c > 0), "of": len(cuts),
-                              "tokens_cut": int(sum(cuts.values()))}
-    L_max = max(L_values)
-    for T in temperatures:
-        betas = [np.array(r["beta"]) for (kind, _, t, _), r in done.items() if kind == "beta" and t == T]
-        alpha, lo, hi = bootstrap_alpha(betas, seed)
-        prof = prefix_profile(betas, L_max)
-        eng = {}
-        for L in L_values:
-            v = [r["tokens_per_round"] for (kind, _, t, l), r in done.items() if kind == "engine" and t == T and l == L]
-            eng[str(L)] = float(np.mean(v)) if v else None
-        summary["by_temperature"][str(T)] = {
-            "alpha": alpha, "alpha_ci95": [lo, hi], "positions": int(sum(len(b) for b in betas)),
-            "prefix_profile": prof.tolist(), "iid_profile": iid_profile(alpha, L_max).tolist(),
-            "tokens_per_round_teacher_forced": {str(L): float(1 + prof[:L].sum()) for L in L_values},
-            "tokens_per_round_engine": eng,
-        }
-    probe = encoded[prompts[0]["question_id"]]
-    summary["timing"] = time_pair(target, draft, probe, threads=threads, allow_busy=allow_busy, grid=intact)
-    atomic_write_text(summ, json.dumps(summary, indent=2) + "\n")
-    return summary
+            summary["prompts"] = {"max_tokens": MAX_PROMPT_TOKENS, "truncation": "middle of the content, template intact",
+                                  "cut": sum(1 for c in cuts.values() if c > 0), "of": len(cuts),
+                                  "chars_cut": int(sum(cuts.values()))}
+        else:
+            summary["prompts"] = {"max_tokens": 384, "truncation": "left: an over-long prompt loses its start (chat header)",
+                                  "cut": sum(1 for c in cuts.values() if c > 0), "of": len(cuts),
+                                  "tokens_cut": int(sum(cuts.values()))}
+        L_max = max(L_values)
+        for T in temperatures:
+            betas = [np.array(r["beta"]) for (kind, _, t, _), r in done.items() if kind == "beta" and t == T]
+            alpha, lo, hi = bootstrap_alpha(betas, seed)
+            prof = prefix_profile(betas, L_max)
+            eng = {}
+            for L in L_values:
+                v = [r["tokens_per_round"] for (kind, _, t, l), r in done.items() if kind == "engine" and t == T and l == L]
+                eng[str(L)] = float(np.mean(v)) if v else None
+            summary["by_temperature"][str(T)] = {
+                "alpha": alpha, "alpha_ci95": [lo, hi], "positions": int(sum(len(b) for b in betas)),
+                "prefix_profile": prof.tolist(), "iid_profile": iid_profile(alpha, L_max).tolist(),
+                "tokens_per_round_teacher_forced": {str(L): float(1 + prof[:L].sum()) for L in L_values},
+                "tokens_per_round_engine": eng,
+            }
+        probe = encoded[prompts[0]["question_id"]]
+        summary["timing"] = time_pair(target, draft, probe, threads=threads, allow_busy=allow_busy, grid=intact)
+        atomic_write_text(summ, json.dumps(summary, indent=2) + "\n")
+        return summary
 
 
 
