@@ -630,8 +630,8 @@ def _describe_failure(e: BaseException, argv: list[str]) -> str:
     except Exception:  # noqa: BLE001 - a message that cannot even be formatted (e.g. a huge integer)
         what = type(e).__name__
     cmd = next((a for a in argv if not a.startswith("-")), "?")
-    return (f"spinlib: error: {cmd} failed on input {_one_line(' '.join(argv), 160)!r}: {what} "
-            f"(rerun with --debug for the traceback)")
+    return (f"spinlib: internal error (a bug in spinlib, not in your input; please report it): {cmd} failed on input "
+            f"{_one_line(' '.join(argv), 160)!r}: {what} (rerun with --debug for the traceback)")
 
 
 #: the arguments that name files a command reads, and those it writes (every command, one table)
@@ -660,8 +660,8 @@ def check_outputs(args) -> None:
 def main(argv=None) -> int:
     """The command line's one error policy: bad input (:class:`ValidationError`, an unreadable file)
     is one line on stderr and exit 2; an interrupt is one line and exit 130; any other exception
-    that escapes a command is one line naming the command and its input, exit 1 (``--debug``: the
-    traceback instead). Every command goes through here, so no input can produce a traceback."""
+    that escapes a command is a bug of ours: one line that says so, naming the command and its input, exit 1
+    (``--debug``: the traceback instead). The fuzz and fault campaigns accept exit 2 only, so a bug fails them."""
     import warnings
 
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -309,7 +309,8 @@ def test_any_escaping_exception_is_one_line_naming_command_and_input(monkeypatch
     assert cli.main(["scenario", "--users", "2"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
-    assert err.startswith("spinlib: error: scenario failed on input 'scenario --users 2'") and type(exc).__name__ in err
+    assert err.startswith("spinlib: internal error (a bug in spinlib") and type(exc).__name__ in err
+    assert "scenario failed on input 'scenario --users 2'" in err
     with pytest.raises(type(exc)):  # --debug: the traceback instead
         cli.main(["scenario", "--users", "2", "--debug"])
     monkeypatch.setattr(cli, "cmd_scenario", real)
