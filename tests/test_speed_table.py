@@ -275,5 +275,5 @@ def test_certified_section_largest_K_and_the_speed_goal(tmp_path):
     assert ("the search before K^1.50 over K = 123 to 12,300 (K^1.50 between 1,230 and 12,300; at least: a run "
             "at K = 12,300 stopped at the time limit)") in text
     assert "its cold reference K^2.00 over K = 123 to 1,230 (K^2.00 between 123 and 1,230)" in text
-    assert ("Speed goal of the whole solver (issue 23): K = 1,230 under 1.00 s: median 6.00 s, not met; "
+    assert ("Speed goal of the whole solver: K = 1,230 under 1.00 s: median 6.00 s, not met; "
             "K = 12,300 under 15.0 s: median 11.0 s, met; K = 99,999 under 2.00 s: not measured.") in text, text
