@@ -9,7 +9,9 @@ greedy, draft length L = 4 for both engines (HF: ``num_assistant_tokens=4``, con
 confidence threshold 0 so that it always drafts 4). Configurations (:data:`ALL_CONFIGS`): plain
 decoding (ours, HF), speculative (ours), assisted (HF, L = 4), assisted with HF's own defaults
 (its dynamic draft-length schedule and confidence threshold: the tuning HF ships),
-prompt lookup (HF, n-gram drafts of up to 8 tokens) and teacher-forced acceptance measurement
+prompt lookup (HF, n-gram drafts of up to 8 tokens), our engine with our drafters
+(:mod:`spinlib.sd.drafters`): prompt lookup (the same rule, up to 8 tokens) and the hybrid
+(lookup when it matches, the draft model otherwise, L = 4), and teacher-forced acceptance measurement
 (T = 1, a seeded generator per prompt); they run interleaved:
 for every round and prompt each configuration runs once, in an order rotated from one prompt to
 the next, after one warm-up of each. One sample is the seconds per generated token of one
@@ -22,6 +24,8 @@ by the target's logit margin (:mod:`spinlib.sd.lossless`), and counted. Ratios a
 all samples and per task group. Teacher-forced measurement is compared with one plain decode per token (it should cost one
 decode plus one draft pass). Refuses to run on a busy machine unless ``--allow-busy``.
 
+Our engine's configurations also record their rounds and their drafted and accepted tokens
+(accepted per drafted token, tokens per round; for the hybrid, the rounds the lookup drafted).
 Each configuration also records, per generated token, the forward calls, new positions and seconds
 of the target and of the draft (hooks on both models) and the rest of its time (the engine's own
 work): where a ratio comes from, not only its size.
@@ -39,17 +43,24 @@ import torch
 
 from bench_common import Run, add_arguments, main_guard, ratio_from_samples, ratio_record, timing_of
 from spinlib.validation import ValidationError
+from spinlib.sd.drafters import HybridDrafter, NgramDrafter
 from spinlib.sd.engine import speculative_generate, target_generate
 from spinlib.sd.measure import teacher_forced_beta
 from spinlib.sd.models import load_pair
 
-ALL_CONFIGS = ("plain_ours", "plain_hf", "speculative_ours", "assisted_hf", "assisted_hf_default", "prompt_lookup_hf",
-               "teacher_forced")
+ALL_CONFIGS = ("plain_ours", "plain_hf", "speculative_ours", "prompt_lookup_ours", "hybrid_ours", "assisted_hf",
+               "assisted_hf_default", "prompt_lookup_hf", "teacher_forced")
+OURS = ("speculative_ours", "prompt_lookup_ours", "hybrid_ours")  # our engine's drafters: acceptance recorded
+LOOKUP_TOKENS = 8  # prompt lookup proposes up to 8 tokens, ours and Hugging Face's (prompt_lookup_num_tokens)
 # (key, a, b): ratio = time per token of b / time per token of a
 ALL_COMPARISONS = (("speculative_ours_vs_assisted_hf", "speculative_ours", "assisted_hf"),
                    ("speculative_ours_vs_assisted_hf_default", "speculative_ours", "assisted_hf_default"),
                    ("speculative_ours_vs_plain_ours", "speculative_ours", "plain_ours"),
                    ("speculative_ours_vs_prompt_lookup_hf", "speculative_ours", "prompt_lookup_hf"),
+                   ("prompt_lookup_ours_vs_plain_ours", "prompt_lookup_ours", "plain_ours"),
+                   ("prompt_lookup_ours_vs_prompt_lookup_hf", "prompt_lookup_ours", "prompt_lookup_hf"),
+                   ("hybrid_ours_vs_plain_ours", "hybrid_ours", "plain_ours"),
+                   ("hybrid_ours_vs_speculative_ours", "hybrid_ours", "speculative_ours"),
                    ("prompt_lookup_hf_vs_plain_ours", "prompt_lookup_hf", "plain_ours"),
                    ("assisted_hf_vs_plain_hf", "assisted_hf", "plain_hf"),
                    ("plain_ours_vs_plain_hf", "plain_ours", "plain_hf"),
@@ -137,8 +148,13 @@ def main(args) -> dict:
         if name == "plain_hf":
             return target.generate(x, attention_mask=torch.ones_like(x), do_sample=False,
                                    max_new_tokens=n_new)[0, len(ids):].tolist()
-        if name == "speculative_ours":
-            return speculative_generate(target, draft, ids, max_new_tokens=n_new, draft_length=L, stop_ids=stop)[0]
+        if name in OURS:
+            drafter = {"speculative_ours": lambda: draft, "prompt_lookup_ours": NgramDrafter,
+                       "hybrid_ours": lambda: HybridDrafter(draft)}[name]()
+            out, recs = speculative_generate(target, drafter, ids, max_new_tokens=n_new, stop_ids=stop,
+                                             draft_length=LOOKUP_TOKENS if name == "prompt_lookup_ours" else L)
+            last_records[name] = (recs, drafter)
+            return out
         if name in ("assisted_hf", "assisted_hf_default"):
             return target.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=n_new,
                                    assistant_model=draft if name == "assisted_hf" else draft_default)[0, len(ids):].tolist()
@@ -149,6 +165,8 @@ def main(args) -> dict:
                                    generator=torch.Generator().manual_seed(p), stop_ids=stop)
         return len(beta)
 
+    last_records = {}  # our configurations' rounds of their latest run
+    acceptance = {c: {"rounds": 0, "drafted": 0, "accepted": 0, "lookup_rounds": 0, "model_rounds": 0} for c in OURS}
     for name in CONFIGS:  # warm-up, untimed
         config(name, prompts[0], 0, 8)
     meter = ForwardMeter(target=target, draft=draft)  # draft_default shares the draft's modules and hooks
@@ -174,6 +192,14 @@ def main(args) -> dict:
                     for k in ("calls", "positions", "seconds"):
                         breakdown[name][f"{m}_{k}"] += v[k] - before[m][k]
                 n = outs[name] if name == "teacher_forced" else len(outs[name])
+                if name in OURS:
+                    recs, drafter = last_records.pop(name)
+                    acc = acceptance[name]
+                    acc["rounds"] += len(recs)
+                    acc["drafted"] += sum(x.drafted for x in recs)
+                    acc["accepted"] += sum(x.accepted for x in recs)
+                    acc["lookup_rounds"] += getattr(drafter, "ngram_rounds", 0)
+                    acc["model_rounds"] += getattr(drafter, "model_rounds", 0)
                 sec_per_token[name].append(dt / max(n, 1))
                 seconds[name] += dt
                 tokens[name] += n
@@ -222,7 +248,10 @@ def main(args) -> dict:
                       "sample": "seconds per generated token of one (round, prompt) run",
                       "outputs_identical": bool(identical), "divergences": divergences,
                       "divergences_unexplained": len(unexplained), "configs": configs, "comparisons": comparisons,
-                      "by_task": by_task})
+                      "by_task": by_task, "lookup_tokens": LOOKUP_TOKENS,
+                      "acceptance": {c: {**a, "accepted_per_drafted": a["accepted"] / max(a["drafted"], 1),
+                                         "tokens_per_round": tokens[c] / max(a["rounds"], 1)}
+                                     for c, a in acceptance.items() if c in CONFIGS}})
     for key, v in comparisons.items():
         print(f"{key}: {v['ratio']:.3g}x [{v['ci_low']:.3g}, {v['ci_high']:.3g}] {v['verdict']} (n={v['pairs']})")
     if unexplained:
@@ -247,7 +276,8 @@ if __name__ == "__main__":
     p.add_argument("--prompts", type=int, default=3, help="prompts per task group")
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--rounds", type=int, default=1)
-    p.add_argument("--configs", default="plain_ours,speculative_ours,assisted_hf,assisted_hf_default,prompt_lookup_hf",
+    p.add_argument("--configs", default="plain_ours,speculative_ours,prompt_lookup_ours,hybrid_ours,assisted_hf,"
+                                        "assisted_hf_default,prompt_lookup_hf",
                    help=f"comma-separated, from {', '.join(ALL_CONFIGS)}")
     p.add_argument("-L", type=int, default=4, help="draft length (both engines)")
     main_guard(lambda: main(p.parse_args()))

@@ -178,6 +178,14 @@ ENGINE_ROWS = (  # (key, label, win, loss, none)
      "ours faster", "ours slower", "no difference shown"),
     ("prompt_lookup_hf_vs_plain_ours", "HF prompt lookup vs plain decoding (ours)",
      "lookup faster", "lookup slower", "no difference shown"),
+    ("prompt_lookup_ours_vs_plain_ours", "our engine with prompt lookup vs plain decoding (ours)",
+     "lookup faster", "lookup slower", "no difference shown"),
+    ("prompt_lookup_ours_vs_prompt_lookup_hf", "prompt lookup: our engine vs Hugging Face",
+     "ours faster", "ours slower", "no difference shown"),
+    ("hybrid_ours_vs_plain_ours", "our engine with the hybrid drafter vs plain decoding (ours)",
+     "hybrid faster", "hybrid slower", "no difference shown"),
+    ("hybrid_ours_vs_speculative_ours", "our engine: the hybrid drafter vs the draft model",
+     "hybrid faster", "hybrid slower", "no difference shown"),
     ("assisted_hf_vs_plain_hf", "Hugging Face assisted generation vs plain decoding (HF)",
      "speculation faster", "speculation slower", "no difference shown"),
     ("plain_ours_vs_plain_hf", "plain decoding: ours vs Hugging Face",
@@ -186,7 +194,8 @@ ENGINE_ROWS = (  # (key, label, win, loss, none)
      "costs more than one decode", "costs less than one decode", "no difference from one decode shown"),
 )
 ENGINE_CONFIGS = (("plain_ours", "plain decoding, ours"), ("plain_hf", "plain decoding, Hugging Face"),
-                  ("speculative_ours", "speculative, ours"), ("assisted_hf", "assisted generation, Hugging Face"),
+                  ("speculative_ours", "speculative, ours"), ("prompt_lookup_ours", "prompt lookup, ours"),
+                  ("hybrid_ours", "hybrid (lookup, else the draft model), ours"), ("assisted_hf", "assisted generation, Hugging Face"),
                   ("assisted_hf_default", "assisted generation, Hugging Face defaults"),
                   ("prompt_lookup_hf", "prompt lookup, Hugging Face"),
                   ("teacher_forced", "teacher-forced measurement (T = 1)"))
@@ -233,6 +242,17 @@ def engine_section(doc: dict) -> list[str]:
     if per:
         out += ["", "Calls and milliseconds are per generated token over the whole run (forward hooks on both models); "
                 "'other' is the rest of the run's time: sampling, acceptance, cache bookkeeping and generation set-up."]
+    if doc.get("acceptance"):
+        out += ["", "Our engine's drafters (greedy): rounds, accepted per drafted token and tokens per round over "
+                "the whole run; the hybrid drafts by lookup when the lookup matches.", "",
+                "| drafter | rounds | accepted per drafted | tokens per round | rounds drafted by lookup |",
+                "|---|---|---|---|---|"]
+        for key, label in ENGINE_CONFIGS:
+            a = doc["acceptance"].get(key)
+            if a:
+                by_lookup = (a["rounds"] if key == "prompt_lookup_ours" else a["lookup_rounds"])
+                out.append(f"| {label} | {a['rounds']} | {num(a['accepted_per_drafted'])} | "
+                           f"{num(a['tokens_per_round'])} | {by_lookup} |")
     if doc.get("by_task"):
         keys = [(k, lab) for k, lab, *_ in ENGINE_ROWS if k in doc["comparisons"] and k != "plain_ours_vs_plain_hf"
                 and not k.startswith("teacher")]

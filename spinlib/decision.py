@@ -115,6 +115,18 @@ def never_stops(stop):
     return stop
 
 
+def ignores_outcome(update):
+    """Mark an ``update`` method that learns nothing from the round's outcome: a player then needs no
+    energy model or clock for it (a fixed length, a static allocation)."""
+    update.ignores_outcome = True
+    return update
+
+
+def learns(decider) -> bool:
+    """False when the decider's ``update`` is marked :func:`ignores_outcome`."""
+    return not getattr(getattr(decider, "update", None), "ignores_outcome", False)
+
+
 def reads_confidence(decider) -> bool:
     """False when the decider's ``stop`` is marked :func:`never_stops` (an override without the mark reads it)."""
     return not getattr(getattr(decider, "stop", None), "never_stops", False)
@@ -127,6 +139,7 @@ class FixedLength:
         self.L = np.atleast_1d(np.asarray(L, dtype=np.int64))
         if self.L.ndim != 1 or self.L.size == 0 or self.L.min() < 0:
             raise ValidationError(f"draft lengths must be ints >= 0, got {L!r}")
+        self.L_max = max(int(self.L.max()), 1)  # the width of the rows a player gives it
 
     def choose(self, ctx) -> np.ndarray:
         return self.L.copy()
@@ -135,6 +148,7 @@ class FixedLength:
     def stop(self, ctx, L_ref: np.ndarray) -> np.ndarray:
         return L_ref
 
+    @ignores_outcome
     def update(self, out: Outcome) -> None:
         pass
 
@@ -237,4 +251,5 @@ def check_rate(name: str, x, unit: str = "bit/s") -> float:
 
 
 __all__ = ["Decider", "Outcome", "RoundContext", "FixedLength", "Plan", "BandContext", "BandOutcome", "check_plan",
-           "check_decider", "check_lengths", "certain_rows", "check_rate", "never_stops", "reads_confidence"]
+           "check_decider", "check_lengths", "certain_rows", "check_rate", "never_stops", "reads_confidence",
+           "ignores_outcome", "learns"]

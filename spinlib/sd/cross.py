@@ -26,7 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .engine import CachedLM
+from .drafters import CrossTokenizerDrafter
+from .engine import CachedLM, speculative_generate
 
 CROSS_PAIR = "smollm2-to-gemma3"
 
@@ -77,41 +78,16 @@ def _ids(tok, text: str, special: bool) -> list[int]:
     return list(tok(text, add_special_tokens=special)["input_ids"])
 
 
-@torch.no_grad()
 def cross_greedy_generate(target, target_tok, draft, draft_tok, prompt: str, *, max_new_tokens: int,
                           draft_length: int) -> CrossResult:
-    """Greedy speculative decoding across tokenizers (see the module docstring)."""
+    """Greedy speculative decoding across tokenizers: the engine (:func:`spinlib.sd.engine.speculative_generate`)
+    with a :class:`~spinlib.sd.drafters.CrossTokenizerDrafter` that drafts ``draft_length`` of its own
+    tokens every round (see the module docstring)."""
     prompt_ids = _ids(target_tok, prompt, True)
-    T = CachedLM(target)
-    seq = list(prompt_ids)
-    gen: list[int] = []
-    drafted = accepted = calls = 0
-    while len(gen) < max_new_tokens:
-        text = prompt + target_tok.decode(gen)
-        d_ctx = _ids(draft_tok, text, False)
-        d_new: list[int] = []
-        D = CachedLM(draft)
-        logits = D.feed(d_ctx, keep=1)[-1]
-        for _ in range(draft_length):
-            x = int(torch.argmax(logits))
-            d_new.append(x)
-            logits = D.feed([x], keep=1)[-1]
-        cand = _ids(target_tok, draft_tok.decode(d_new), False)[: max(max_new_tokens - len(gen) - 1, 0)]
-        out = T.feed(seq[len(T):] + cand, keep=len(cand) + 1)
-        calls += 1
-        a = 0
-        while a < len(cand) and cand[a] == int(torch.argmax(out[a])):
-            a += 1
-        new = cand[:a] + [int(torch.argmax(out[a]))]
-        drafted += len(cand)
-        accepted += a
-        seq += new
-        gen += new
-        T.crop(len(seq) - 1)
-        if target_tok.eos_token_id in new:
-            gen = gen[: gen.index(target_tok.eos_token_id) + 1]
-            break
-    return CrossResult(gen[:max_new_tokens], drafted, accepted, calls)
+    drafter = CrossTokenizerDrafter(draft, draft_tok, target_tok, prompt, steps=draft_length)
+    gen, records = speculative_generate(target, drafter, prompt_ids, max_new_tokens=max_new_tokens,
+                                        draft_length=max_new_tokens, stop_ids=(target_tok.eos_token_id,))
+    return CrossResult(gen, sum(r.drafted for r in records), sum(r.accepted for r in records), len(records))
 
 
 @torch.no_grad()

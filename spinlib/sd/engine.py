@@ -35,117 +35,23 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from ..decision import (FixedLength, Outcome, RoundContext, certain_rows, check_decider, check_lengths, check_rate,
+from ..decision import (Outcome, RoundContext, certain_rows, check_decider, check_lengths, check_rate, learns,
                         reads_confidence)
 from ..modes import MODES, feedback_bits, realised_bits
 from ..roundcost import user_round_time
 from ..scenario import Payload
 from ..validation import ValidationError
+from .cachedlm import CachedLM, draft_confidence, draft_tokens, probs as _probs, sample as _sample
+from .drafters import as_drafter
 
 DEFAULT_PAYLOAD = Payload(2, "ids", 16, 1)  # bit accounting when no payload is given
 
 
-class CachedLM:
-    """A causal LM with a KV cache that can be extended and cropped (rollback).
-
-    Works with Hugging Face models (``DynamicCache.crop``) and with plain callables
-    ``f(ids [1, n]) -> logits [1, n, V]`` without a cache (toy models for tests).
-    """
-
-    def __init__(self, model):
-        self.model = model
-        self.hf = hasattr(model, "config")
-        self.cache = None
-        self.ids: list[int] = []  # tokens whose keys/values are in the cache
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    @torch.no_grad()
-    def feed(self, tokens: list[int], keep: int | None = None) -> torch.Tensor:
-        """Append ``tokens``; return the next-token logits of the last ``keep`` of them (all if None).
-
-        Shape ``[keep, V]``, the model's dtype (float32; probabilities are formed in float64).
-        ``keep`` spares the output-head product over a long prefill (``logits_to_keep`` of Hugging
-        Face models): 2.8 GFLOP per 100 prompt tokens for V = 49,152.
-        """
-        if not tokens:
-            raise ValueError("feed needs at least one token")
-        n = len(tokens) if keep is None else min(keep, len(tokens))
-        if self.hf:
-            from transformers import DynamicCache
-
-            if self.cache is None:
-                self.cache = DynamicCache(config=self.model.config)
-            out = self.model(input_ids=torch.tensor([tokens]), cache=self.cache, use_cache=True, logits_to_keep=n)
-            logits = out.logits[0, -n:]
-        else:
-            logits = self.model(torch.tensor([self.ids + tokens]))[0, len(self.ids):][-n:]
-        self.ids.extend(tokens)
-        return logits
-
-    def crop(self, n: int) -> None:
-        """Keep the first ``n`` cached positions."""
-        if n < len(self.ids):
-            if self.hf and self.cache is not None:
-                self.cache.crop(n - len(self.ids))  # transformers 5: a negative count removes tokens
-            del self.ids[n:]
-
-    def catch_up(self, seq: list[int]) -> torch.Tensor:
-        """Feed the tokens of ``seq`` missing from the cache; return the last position's logits."""
-        assert seq[: len(self.ids)] == self.ids, "cache diverged from the committed sequence"
-        return self.feed(seq[len(self.ids):], keep=1)[-1]
-
-
-def _probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    return torch.softmax(logits.double() / temperature, dim=-1)
-
-
-def _sample(p: torch.Tensor, g: torch.Generator) -> int:
-    return int(torch.multinomial(p.float(), 1, generator=g))
-
-
-def draft_confidence(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The draft's confidence at each position of ``logits [n, V]``: its largest probability and
-    its entropy [nat] under ``q = softmax(logits)`` (float64), both ``[n]`` (what a stop rule reads:
-    :mod:`spinlib.decision`; the same numbers the recorded traces carry)."""
-    logq = torch.log_softmax(logits.double(), -1)
-    q = logq.exp()
-    return q.max(-1).values, (-(q * logq)).nan_to_num(0.0).sum(-1).clamp(min=0.0)
-
-
-def draft_tokens(draft_lm: CachedLM, seq: list[int], L: int, greedy: bool, temperature: float, g, rule=None):
-    """Step 1: the draft proposes up to ``L`` tokens after ``seq`` (its cache catches up first).
-
-    ``rule(i, logits) -> int``, when given, sees position ``i``'s logits before token ``i`` is
-    drawn and answers the length its stop rule wants so far: the round ends before token ``i``
-    when the answer is ``<= i`` and after it when it is ``i + 1`` (:mod:`spinlib.decision`).
-    Returns the tokens and, when sampling, the draft distributions ``q_i`` they were drawn from.
-    """
-    drafts, qs = [], []
-    if L > 0:
-        logits = draft_lm.catch_up(seq)
-        for i in range(L):
-            want = L if rule is None else rule(i, logits)
-            if want <= i:
-                del drafts[want:], qs[want:]
-                break
-            if greedy:
-                x = int(torch.argmax(logits))
-            else:
-                q = _probs(logits, temperature)
-                x = _sample(q, g)
-                qs.append(q)
-            drafts.append(x)
-            if i < L - 1 and want > i + 1:
-                logits = draft_lm.feed([x], keep=1)[-1]
-            elif want == i + 1:
-                break
-    return drafts, qs
-
-
 def accept_drafts(logits: torch.Tensor, drafts: list[int], qs, greedy: bool, temperature: float, g):
     """Steps 3: accept/reject ``drafts`` against the target logits ``[L+1, V]`` of their positions.
+
+    ``qs[i]`` is the ``[V]`` distribution draft ``i`` was drawn from, or ``None`` for a deterministic
+    proposal (a point mass: :mod:`spinlib.sd.drafters`); unused when greedy.
 
     Returns the committed tokens (accepted drafts + the correction or bonus token) and the
     number accepted.
@@ -158,7 +64,7 @@ def accept_drafts(logits: torch.Tensor, drafts: list[int], qs, greedy: bool, tem
             ok = x == int(torch.argmax(logits[i]))
         else:
             p = _probs(logits[i], temperature)
-            ratio = float(p[x] / qs[i][x])
+            ratio = float(p[x]) if qs[i] is None else float(p[x] / qs[i][x])  # None: a point mass on x
             ok = float(torch.rand((), generator=g, dtype=torch.float64)) < min(1.0, ratio)
         if not ok:
             break
@@ -169,8 +75,12 @@ def accept_drafts(logits: torch.Tensor, drafts: list[int], qs, greedy: bool, tem
         new.append(int(torch.argmax(logits[j])))
     else:
         p = _probs(logits[j], temperature)
-        if j < L:  # residual max(0, p - q), renormalised
-            r = torch.clamp(p - qs[j], min=0.0)
+        if j < L:  # residual max(0, p - q), renormalised (a point mass q: p without the rejected token)
+            if qs[j] is None:
+                r = p.clone()
+                r[drafts[j]] = 0.0
+            else:
+                r = torch.clamp(p - qs[j], min=0.0)
             s = float(r.sum())
             new.append(_sample(r / s, g) if s > 0 else _sample(p, g))
         else:
@@ -236,19 +146,18 @@ def _round_delays(delay_s, n: int) -> np.ndarray:
     return d
 
 
-def _decider_setup(decider, L_max, energy):
-    """``(L_max, energy model)`` for a decider driving the engine, one line for what is missing."""
+def decider_setup(decider, L_max, energy, K: int = 1):
+    """``(L_max, energy model)`` for a decider driving a real engine of ``K`` users, one line for what is missing."""
     check_decider(decider, "draft_length")
     env = getattr(decider, "env", None)
-    if env is not None and getattr(env, "K", 1) != 1:
-        raise ValidationError(f"the real engine serves one user: the decider's env has K = {env.K}, needs K = 1")
-    L_max = L_max if L_max is not None else getattr(env, "L_max", None)
-    if L_max is None:
-        L_max = int(np.max(decider.L)) if isinstance(decider, FixedLength) else None
+    if env is not None and getattr(env, "K", K) != K:
+        raise ValidationError(f"the real engine serves {K} user(s): the decider's env has K = {env.K}, needs K = {K}")
+    for source in (env, decider):  # a controller carries L_max on its env, a fixed length on itself
+        L_max = L_max if L_max is not None else getattr(source, "L_max", None)
     if isinstance(L_max, bool) or not isinstance(L_max, (int, np.integer)) or not 1 <= L_max <= 64:
         raise ValidationError(f"L_max must be an int in 1..64 (or the decider's env.L_max), got {L_max!r}")
     energy = energy if energy is not None else getattr(env, "energy", None)
-    if energy is None and not isinstance(decider, FixedLength):
+    if energy is None and learns(decider):
         raise ValidationError("a decider that learns from its rounds needs an energy model: pass energy= "
                               "(spinlib.online.EnergyModel) or give the decider an env with one")
     return int(L_max), energy
@@ -263,8 +172,12 @@ def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens
 
     Parameters
     ----------
-    target, draft : model
-        Hugging Face causal LMs sharing a tokenizer (or toy callables, see :class:`CachedLM`).
+    target : model
+        A Hugging Face causal LM (or a toy callable, see :class:`CachedLM`).
+    draft : model or drafter
+        The draft model (a causal LM sharing the target's tokenizer: :class:`~spinlib.sd.drafters.ModelDrafter`
+        wraps it) or any drafter (:mod:`spinlib.sd.drafters`: prompt lookup, hybrid, cross-tokenizer).
+        It is started once with the prompt when drafting can happen.
     prompt_ids : list of int
         Prompt tokens (at least one).
     draft_length : int or decider
@@ -309,7 +222,7 @@ def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens
         decider = None
     else:
         decider = draft_length
-        L_max, energy = _decider_setup(decider, L_max, energy)
+        L_max, energy = decider_setup(decider, L_max, energy)
         asks_stop = reads_confidence(decider)
         rate = check_rate("uplink_bps", uplink_bps)
         delays = _round_delays(delay_s, max_new_tokens)
@@ -317,12 +230,12 @@ def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens
     greedy = temperature == 0
     g = generator or torch.Generator().manual_seed(0)
     payload = payload or DEFAULT_PAYLOAD
-    target_lm, draft_lm = CachedLM(target), CachedLM(draft)
+    target_lm, drafter = CachedLM(target), as_drafter(draft)
     seq = list(prompt_ids)
     if len(seq) > 1:
         target_lm.feed(seq[:-1], keep=1)
-        if decider is not None or draft_length > 0:
-            draft_lm.feed(seq[:-1], keep=1)
+    if decider is not None or draft_length > 0:
+        drafter.start(seq)
     records: list[RoundRecord] = []
     n_new = 0
     while n_new < max_new_tokens:
@@ -342,7 +255,9 @@ def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens
                     ctx.top_prob[0, i] = min(1.0, max(round(float(p[0]), 6), 1e-6))  # as the traces store them
                     ctx.entropy[0, i] = round(float(h[0]), 6)
                     return int(check_lengths(decider.stop(ctx, np.array([L_ref])), 1, L_ref, "the decider's stop")[0])
-        drafts, qs = draft_tokens(draft_lm, seq, L, greedy, temperature, g, rule)
+        drafts, qs = drafter.propose(seq, L, greedy, temperature, g, rule)
+        if len(drafts) > L:
+            raise ValidationError(f"the drafter proposed {len(drafts)} tokens for a round of at most {L}")
         L = len(drafts)
         t_drafted = time.perf_counter()
         logits = target_lm.feed(seq[len(target_lm):] + drafts, keep=L + 1)
@@ -355,7 +270,7 @@ def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens
         seq.extend(new)
         n_new += len(new)
         target_lm.crop(len(seq) - 1)
-        draft_lm.crop(len(seq) - 1)
+        drafter.crop(len(seq) - 1)
         rec = RoundRecord.from_round(L, accepted, len(new), mode, payload, greedy, t_drafted - t_start,
                                      t_verified - t_drafted)
         records.append(rec)
