@@ -1,5 +1,5 @@
 """The README's snippets (own policy, sweeps on a cluster, own certified search, claim map, own study, own
-controller on the real engine) run as written."""
+controller on the real engine, own drafter on both engines) run as written."""
 import re
 import subprocess
 import sys
@@ -24,6 +24,7 @@ def _python_blocks(section: str) -> list[str]:
                                      "Map a claim over its region", "Add your own study",
                                      "Re-plan many users with any decider",
                                      "Drive real speculative decoding with any controller",
+                                     "Draft with any drafter, for one user or many",
                                      "The papers' own models (notebook 11)"])
 def test_readme_snippet_runs(section, tmp_path):
     code = "\n".join(_python_blocks(section))
@@ -59,6 +60,10 @@ def test_readme_snippet_runs(section, tmp_path):
         got = re.findall(r"^paper (\d): \[[\d ]+\] ([\d.]+) token/s; optimum \[[\d ]+\] ([\d.]+)$", r.stdout, flags=re.M)
         assert [g[0] for g in got] == ["1", "2"], r.stdout
         assert all(float(a) <= float(b) for _, a, b in got), r.stdout  # each paper's algorithm within its optimum
+    elif section == "Draft with any drafter, for one user or many":
+        assert r.stdout.count("lossless True") == 4 + 3 and "lossless False" not in r.stdout, r.stdout
+        lengths = re.findall(r"^user \d: lossless True, lengths \[([\d, ]+)\]$", r.stdout, flags=re.M)
+        assert len(lengths) == 3 and len({L for row in lengths for L in row.split(", ")}) > 1, r.stdout
     else:
         assert section == "Drive real speculative decoding with any controller", section
         assert r.stdout.count("lossless True") == 3, r.stdout

@@ -10,7 +10,7 @@
 """
 from __future__ import annotations
 
-from .model import (BALANCE_RANGES, MODES, BalanceInstance, BalanceServer, BalanceUser, Feasibility, Schedule,
+from .model import (BALANCE_RANGES, SERVING_MODES, BalanceInstance, BalanceServer, BalanceUser, Feasibility, Schedule,
                     feasible)
 from .registry import (BALANCE_POLICIES, BalancePolicy, get_balance_policy, register_balance_policy, solve_balance,
                        unregister_balance_policy)
@@ -20,7 +20,7 @@ from .solvers import greedy_counterexample, phi_grid, solve_exact_grid, threshol
 from .milp import exhaustive_grid, milp_at, solve_milp_grid  # noqa: E402
 from .wireless import communication_times, wireless_instance  # noqa: E402
 
-__all__ = ["MODES", "BALANCE_RANGES", "BalanceUser", "BalanceServer", "BalanceInstance", "Schedule", "Feasibility",
+__all__ = ["SERVING_MODES", "BALANCE_RANGES", "BalanceUser", "BalanceServer", "BalanceInstance", "Schedule", "Feasibility",
            "feasible", "BALANCE_POLICIES", "BalancePolicy", "register_balance_policy", "unregister_balance_policy",
            "get_balance_policy", "solve_balance", "random_instance", "roofline_balance_server", "phi_grid",
            "thresholds", "solve_exact_grid", "greedy_counterexample", "milp_at", "solve_milp_grid", "exhaustive_grid",

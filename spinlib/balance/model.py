@@ -64,7 +64,7 @@ from ..jsonio import read_json, write_json
 from ..validation import (ValidationError, check_alpha, check_int_range, check_keys, check_real, field_names,
                           required_fields)
 
-MODES = ("off", "AD", "SD")
+SERVING_MODES = ("off", "AD", "SD")
 FORMAT = "spinlib.balance/1"
 TOL = 1e-9  # relative tolerance of the deadline and memory comparisons in feasible()
 MAX_USERS = 100_000
@@ -335,7 +335,7 @@ class Schedule:
     Parameters
     ----------
     modes : tuple of str
-        ``[K]`` one of :data:`MODES` per user (``"off"``: not served).
+        ``[K]`` one of :data:`SERVING_MODES` per user (``"off"``: not served).
     phi : float
         Share of server compute given to the AD batch, in [0, 1] (``1 - phi`` to the SD batch).
     policy : str
@@ -352,8 +352,8 @@ class Schedule:
     def __post_init__(self) -> None:
         modes = tuple(self.modes)
         for i, m in enumerate(modes):
-            if m not in MODES:
-                raise ValidationError(f"modes[{i}] must be one of {MODES}, got {m!r}")
+            if m not in SERVING_MODES:
+                raise ValidationError(f"modes[{i}] must be one of {SERVING_MODES}, got {m!r}")
         object.__setattr__(self, "modes", modes)
         phi = check_real("phi", self.phi)
         if not 0.0 <= phi <= 1.0:
@@ -444,5 +444,5 @@ def feasible(instance: BalanceInstance, schedule: Schedule) -> Feasibility:
     return Feasibility(not viol, mem, tuple(done), tuple(viol))
 
 
-__all__ = ["MODES", "FORMAT", "TOL", "BALANCE_RANGES", "BalanceUser", "BalanceServer", "BalanceInstance", "Schedule",
+__all__ = ["SERVING_MODES", "FORMAT", "TOL", "BALANCE_RANGES", "BalanceUser", "BalanceServer", "BalanceInstance", "Schedule",
            "Feasibility", "feasible", "check_range"]

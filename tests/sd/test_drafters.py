@@ -154,6 +154,21 @@ def tiny():
     return target, draft
 
 
+def test_a_cropped_cache_catches_up_to_the_fresh_logits(tiny):
+    """CachedLM's rollback: feed, crop back, catch up on another continuation; the logits equal
+    those of a fresh cache fed the same sequence (what every rejected round relies on)."""
+    from spinlib.sd.cachedlm import CachedLM
+
+    target, _ = tiny
+    lm = CachedLM(target)
+    lm.feed([1, 2, 3, 4, 5, 6], keep=1)
+    lm.crop(3)
+    assert lm.ids == [1, 2, 3]
+    got = lm.catch_up([1, 2, 3, 9, 8])
+    fresh = CachedLM(target).feed([1, 2, 3, 9, 8], keep=1)[-1]
+    assert torch.allclose(got, fresh, rtol=0, atol=1e-9) and lm.ids == [1, 2, 3, 9, 8]
+
+
 def _prompts(K, seed):
     rng = np.random.default_rng(seed)
     return [rng.integers(0, 48, int(rng.integers(3, 9))).tolist() for _ in range(K)]
