@@ -13,7 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .cliargs import load_plugins, seed_arg
+from .cliargs import load_plugins, only_with, seed_arg
+from .modes import MODES
+
+# generate's options that act only with --controller: dest -> (flag, default)
+GENERATE_CONTROLLER_OPTIONS = {"L_max": ("--L-max", 8), "delay_ms": ("--delay-ms", 0.0),
+                               "uplink_kbps": ("--uplink-kbps", float("inf")),
+                               "energy_budget_j": ("--energy-budget-j", float("inf"))}
 from .jsonio import loads_json, read_json
 from .scenario import MAX_USERS, Scenario
 from .registry import parse_params
@@ -306,6 +312,7 @@ def cmd_generate(args) -> int:
         raise ValidationError(f"--temperature must be a finite number >= 0, got {args.temperature}")
     if args.controller is not None and args.draft_length is not None:
         raise ValidationError("give --draft-length (a fixed length) or --controller (a decider), not both")
+    only_with(args, "--controller", args.controller is not None, GENERATE_CONTROLLER_OPTIONS)
     draft_length = 4 if args.draft_length is None else args.draft_length
     if draft_length < 0 or draft_length > 64:
         raise ValidationError(f"--draft-length must be in [0, 64], got {draft_length}")
@@ -432,6 +439,8 @@ def cmd_balance(args) -> int:
     if args.list_policies:
         print("\n".join(BALANCE_REGISTRY.listing(12)))
         return 0
+    only_with(args, "--policy", args.policy is not None, {"set": ("--set", [])})
+    only_with(args, "--random K", args.random is not None, {"seed": ("--seed", 0)})
     if args.random is not None:
         if args.seed < 0:
             raise ValidationError(f"--seed must be >= 0, got {args.seed}")
@@ -556,16 +565,17 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--controller", default=None, metavar="SPEC",
                    help="an online controller drives each round instead ('name' or 'name:key=value,...'; "
                         "see --list-controllers)")
-    g.add_argument("--L-max", dest="L_max", type=int, default=8, help="with --controller: largest draft length")
-    g.add_argument("--delay-ms", type=float, default=0.0,
-                   help="with --controller: communication delay its clock adds to every round [ms]")
-    g.add_argument("--uplink-kbps", type=float, default=float("inf"),
+    g.add_argument("--L-max", dest="L_max", type=int, default=None,
+                   help=f"with --controller: largest draft length (default {GENERATE_CONTROLLER_OPTIONS['L_max'][1]})")
+    g.add_argument("--delay-ms", type=float, default=None,
+                   help="with --controller: communication delay its clock adds to every round [ms] (default 0)")
+    g.add_argument("--uplink-kbps", type=float, default=None,
                    help="with --controller: uplink rate of its clock [kbit/s] (default: instant)")
-    g.add_argument("--energy-budget-j", type=float, default=float("inf"),
-                   help="with --controller: average energy per round for energy-aware controllers [J]")
+    g.add_argument("--energy-budget-j", type=float, default=None,
+                   help="with --controller: average energy per round for energy-aware controllers [J] (default: none)")
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=64)
-    g.add_argument("--mode", choices=("UL", "DL"), default="UL", help="correction mode (bit accounting only)")
+    g.add_argument("--mode", choices=MODES, default=MODES[0], help="correction mode (bit accounting only)")
     g.add_argument("--seed", type=seed_arg(), default=0)
     g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     g.add_argument("--json", action="store_true")
@@ -598,7 +608,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="check a schedule ({modes, phi}) for the instance instead of solving (exit 1 if infeasible)")
     b.add_argument("--random", type=_bounded_int("--random", 100_000), default=None, metavar="K",
                    help="a random instance of K users (spinlib.balance.random_instance) instead of a file")
-    b.add_argument("--seed", type=seed_arg(), default=0, help="seed of --random")
+    b.add_argument("--seed", type=seed_arg(), default=None, help="seed of --random (default 0)")
     b.add_argument("--write", metavar="FILE", help="write the --random instance to FILE")
     b.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="a declared parameter of the policy (VALUE as JSON); repeatable")

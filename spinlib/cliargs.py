@@ -31,3 +31,21 @@ def load_plugins(args) -> None:
     load_env_plugins()
     for path in getattr(args, "plugin", None) or ():
         load_plugin(path)
+
+
+def only_with(args, owner: str, present: bool, options: dict[str, tuple[str, object]]) -> None:
+    """Options that act only together with ``owner``: refused in one line when given without it, set to
+    their defaults otherwise (``options``: dest -> (flag, default); the parser's default is ``None``,
+    so that "given" is known).
+
+    An option that would do nothing in its combination is an error, never silently ignored.
+    """
+    from .validation import ValidationError
+
+    given = [flag for dest, (flag, _) in options.items() if getattr(args, dest, None) not in (None, [], ())]
+    if given and not present:
+        raise ValidationError(f"{', '.join(given)} only act(s) with {owner}: give {owner} or drop "
+                              f"{'it' if len(given) == 1 else 'them'}")
+    for dest, (_, default) in options.items():
+        if getattr(args, dest, None) is None:
+            setattr(args, dest, default)

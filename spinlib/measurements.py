@@ -12,6 +12,7 @@ the notebooks -- goes through :func:`read_summaries`, which checks each file
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,7 +76,8 @@ def summary_task(path) -> str:
 
 def read_summaries(pair: str, task: str | None = None, root=None) -> list[MeasurementSummary]:
     """Every checked summary of ``pair`` (of ``task`` only, when given) under ``root`` (default
-    ``data/measurements``), in file-name order; an empty list when there is none."""
+    ``data/measurements``), in file-name order; an empty list when there is none. Two summaries of
+    one task are one line (they would be pooled into one preset)."""
     from .paths import DATA
 
     _check_name("pair", pair)
@@ -83,6 +85,13 @@ def read_summaries(pair: str, task: str | None = None, root=None) -> list[Measur
         _check_name("task", task)
     files = sorted((Path(root or DATA / "measurements") / pair).glob(f"{task or '*'}-*{SUFFIX}"))
     out = [MeasurementSummary(pair, summary_task(f), f, read_measured_summary(f)) for f in files]
+    seen: dict[str, Path] = {}
+    for m in out:  # one configuration per task: a second summary would be pooled into the pair's preset
+        if m.task in seen:
+            raise ValidationError(f"pair {pair!r} has two measurement summaries for task {m.task!r}: "
+                                  f"{seen[m.task].name} and {m.path.name}; keep one (a measurement is one "
+                                  "configuration per task)")
+        seen[m.task] = m.path
     return [m for m in out if task is None or m.task == task]
 
 
@@ -94,13 +103,30 @@ def measured_pairs(root=None) -> list[str]:
     return sorted(d.name for d in root.iterdir() if d.is_dir() and any(d.glob(f"*{SUFFIX}"))) if root.is_dir() else []
 
 
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _positive_time(x) -> bool:
+    return _number(x) and math.isfinite(x) and x > 0
+
+
 def read_measured_summary(path) -> dict:
-    """A measurement summary (``*.summary.json``) read strictly
-    (:func:`spinlib.jsonio.read_json`) and checked: ``by_temperature`` maps temperatures to objects
-    with a number ``alpha`` and a list ``prefix_profile``, and ``timing`` holds the numbers the
-    presets use. A truncated or edited summary is one :class:`ValidationError` line naming the file."""
+    """A measurement summary (``*.summary.json``) read strictly (:func:`spinlib.jsonio.read_json`) and
+    checked for meaning, not only shape: one line naming the file and the field otherwise.
+
+    * ``by_temperature`` maps temperatures (numbers >= 0 as text) to objects with ``alpha`` in [0, 1]
+      and a ``prefix_profile`` of probabilities in [0, 1], non-increasing (``pi_L = P(the first L
+      drafts all accepted)`` cannot grow with L); an entry is NaN only where it is undefined (no
+      position that far), and only after the defined ones;
+    * ``alpha_ci95``, when given, is ``[low, high]`` in [0, 1] around ``alpha``;
+    * ``timing.draft_s_per_token`` (and ``target_s_per_token`` when given) are times [s], finite
+      and > 0; the verification fit's ``t0`` is finite and > 0 and its ``t1`` finite and >= 0
+      (``verify_t0_s`` / ``verify_t1_s``, or ``verify_grid.fit``);
+    * ``timing.reliable`` and ``verify_fit.ok``, when given, are booleans (``"false"`` is not).
+    """
     d = loads_json(read_text_checked(path, "measurement summary"), f"measurement summary {Path(path).name}",
-                   allow_nonfinite=True)  # undefined profile entries are NaN; alpha is checked finite below
+                   allow_nonfinite=True)  # undefined profile entries are NaN; every other number is checked finite
 
     def bad(what):
         return ValidationError(f"measurement summary {path}: {what} (re-measure it: python -m spinlib measure)")
@@ -108,19 +134,43 @@ def read_measured_summary(path) -> dict:
     if not isinstance(d, dict) or not isinstance(d.get("by_temperature"), dict) or not isinstance(d.get("timing"), dict):
         raise bad("must be an object with 'by_temperature' and 'timing' objects")
     for T, bt in d["by_temperature"].items():
-        if not isinstance(bt, dict) or isinstance(bt.get("alpha"), bool) or not isinstance(bt.get("alpha"), (int, float)) \
-                or not 0.0 <= bt["alpha"] <= 1.0 or not isinstance(bt.get("prefix_profile"), list) \
-                or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in bt["prefix_profile"]):
+        try:
+            t_ok = math.isfinite(float(T)) and float(T) >= 0
+        except ValueError:
+            t_ok = False
+        if not t_ok:
+            raise bad(f"by_temperature keys must be temperatures >= 0, got {T!r}")
+        if not isinstance(bt, dict) or not _number(bt.get("alpha")) or not 0.0 <= bt["alpha"] <= 1.0 \
+                or not isinstance(bt.get("prefix_profile"), list) or not all(_number(x) for x in bt["prefix_profile"]):
             raise bad(f"by_temperature[{T!r}] must hold 'alpha' in [0, 1] and a 'prefix_profile' list of numbers")
+        prof = bt["prefix_profile"]
+        n_def = next((i for i, x in enumerate(prof) if math.isnan(x)), len(prof))
+        defined = prof[:n_def]
+        if any(not math.isnan(x) for x in prof[n_def:]) or any(not 0.0 <= x <= 1.0 for x in defined) \
+                or any(b > a + 1e-12 for a, b in zip(defined, defined[1:])):
+            raise bad(f"by_temperature[{T!r}].prefix_profile must be probabilities in [0, 1], non-increasing, "
+                      "NaN only after the defined entries")
+        ci = bt.get("alpha_ci95")
+        if ci is not None and not (isinstance(ci, list) and len(ci) == 2 and all(_number(x) for x in ci)
+                                   and 0.0 <= ci[0] <= bt["alpha"] + 1e-12 and bt["alpha"] - 1e-12 <= ci[1] <= 1.0):
+            raise bad(f"by_temperature[{T!r}].alpha_ci95 must be [low, high] in [0, 1] around alpha")
     tm = d["timing"]
-    keys = ["draft_s_per_token"] + (["verify_t0_s", "verify_t1_s"] if "verify_grid" not in tm else [])
-    for k in keys:
-        if isinstance(tm.get(k), bool) or not isinstance(tm.get(k), (int, float)):
-            raise bad(f"timing.{k} must be a number")
+    for k in ("draft_s_per_token",) + (("target_s_per_token",) if "target_s_per_token" in tm else ()):
+        if not _positive_time(tm.get(k)):
+            raise bad(f"timing.{k} must be a time > 0 [s], finite, got {tm.get(k)!r}")
     if "verify_grid" in tm:
         fit = tm["verify_grid"].get("fit") if isinstance(tm["verify_grid"], dict) else None
-        if not isinstance(fit, dict) or not all(isinstance(fit.get(k), (int, float)) for k in ("t0_s", "t1_s")):
-            raise bad("timing.verify_grid.fit must hold numbers t0_s and t1_s")
+        where, t0, t1 = "timing.verify_grid.fit", *((fit.get("t0_s"), fit.get("t1_s")) if isinstance(fit, dict)
+                                                     else (None, None))
+    else:
+        where, t0, t1 = "timing.verify_t0_s / verify_t1_s", tm.get("verify_t0_s"), tm.get("verify_t1_s")
+    if not (_positive_time(t0) and _number(t1) and math.isfinite(t1) and t1 >= 0):
+        raise bad(f"{where} must hold t0 > 0 and t1 >= 0 [s], finite, got {t0!r} and {t1!r}")
+    if "reliable" in tm and not isinstance(tm["reliable"], bool):
+        raise bad(f"timing.reliable must be true or false, got {tm['reliable']!r}")
+    vf = tm.get("verify_fit")
+    if isinstance(vf, dict) and "ok" in vf and not isinstance(vf["ok"], bool):
+        raise bad(f"timing.verify_fit.ok must be true or false, got {vf['ok']!r}")
     return d
 
 

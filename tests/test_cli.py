@@ -369,7 +369,17 @@ def test_a_broken_plugin_is_one_line(tmp_path):
     s = tmp_path / "s.json"
     assert run("scenario", "--users", "2", "-o", str(s)).returncode == 0
     r = run("solve", str(s), "--policy", "equal", "--plugin", str(plugin))
-    assert r.returncode in (1, 2) and r.stderr.count("\n") == 1 and "broken" in r.stderr, r.stderr
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "broken" in r.stderr, r.stderr
+    assert "RuntimeError" in r.stderr and "internal error" not in r.stderr  # the plugin's error, not ours
+
+
+@pytest.mark.parametrize("code", ["0", "None", "3", "'bye'"])
+def test_a_plugin_cannot_end_the_command(tmp_path, code):
+    """A plugin that calls sys.exit while loading is one line and exit 2, never a silent exit 0."""
+    plugin = tmp_path / "exits.py"
+    plugin.write_text(f"import sys\nsys.exit({code})\n")
+    r = run("scenario", "--users", "2", "--plugin", str(plugin))
+    assert r.returncode == 2 and "sys.exit" in r.stderr and r.stderr.count("\n") == 1 and not r.stdout, r
 
 
 _VALUES = ["-1", "0", "3", "1e309", "nan", "-inf", "99999999999999999999999", "L_max=3", "gap=2", "x=1,x=2",
@@ -575,3 +585,19 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path):
         assert r.returncode == 2 and "also the command's scenario" in r.stderr and r.stderr.count("\n") == 1, r.stderr
         assert s.read_bytes() == before
     assert run("solve", str(s), "--policy", "equal", "-o", str(tmp_path / "a.json")).returncode == 0
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["generate", "--pair", "qwen-coder", "--prompt", "x", "--delay-ms", "100"], "--delay-ms only act(s) with --controller"),
+    (["generate", "--pair", "qwen-coder", "--prompt", "x", "--L-max", "4", "--uplink-kbps", "10"],
+     "--L-max, --uplink-kbps only act(s) with --controller"),
+    (["generate", "--pair", "qwen-coder", "--prompt", "x", "--energy-budget-j", "1"], "with --controller"),
+    (["balance", "--random", "5", "--set", "phi_steps=4"], "--set only act(s) with --policy"),
+    (["balance", "nowhere.json", "--policy", "balance", "--seed", "3"], "--seed only act(s) with --random K"),
+])
+def test_an_option_without_effect_in_its_combination_is_refused(args, needle):
+    """An option that would do nothing where it is given is one line and exit 2, before any model or
+    file is read (generate's clock options without --controller, balance's --set without --policy,
+    its --seed without --random)."""
+    r = spinlib_cli(*args)
+    assert r.returncode == 2 and needle in r.stderr and r.stderr.count("\n") == 1, r.stderr

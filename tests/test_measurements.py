@@ -90,3 +90,63 @@ def test_an_untouched_copy_reads_the_same(tmp_path):
     a = [m.data for m in read_summaries("qwen-coder")]
     b = [m.data for m in read_summaries("qwen-coder", root=tmp_path)]
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def _edits():
+    """(name, edit, field named in the refusal): values of the right JSON shape and the wrong meaning."""
+    def bt(d):
+        return d["by_temperature"][next(iter(d["by_temperature"]))]
+
+    def fit(d):
+        tm = d["timing"]
+        return tm["verify_grid"]["fit"] if "verify_grid" in tm else tm
+
+    t0 = lambda d: "t0_s" if "verify_grid" in d["timing"] else "verify_t0_s"  # noqa: E731
+    t1 = lambda d: "t1_s" if "verify_grid" in d["timing"] else "verify_t1_s"  # noqa: E731
+    return [
+        ("reliable-as-text", lambda d: d["timing"].__setitem__("reliable", "false"), "timing.reliable"),
+        ("reliable-as-number", lambda d: d["timing"].__setitem__("reliable", 0), "timing.reliable"),
+        ("t0-as-boolean", lambda d: fit(d).__setitem__(t0(d), True), "t0"),
+        ("t0-zero", lambda d: fit(d).__setitem__(t0(d), 0.0), "t0"),
+        ("t1-negative", lambda d: fit(d).__setitem__(t1(d), -0.001), "t1"),
+        ("t1-infinite", lambda d: fit(d).__setitem__(t1(d), float("inf")), "t1"),
+        ("draft-negative", lambda d: d["timing"].__setitem__("draft_s_per_token", -0.05), "draft_s_per_token"),
+        ("draft-nan", lambda d: d["timing"].__setitem__("draft_s_per_token", float("nan")), "draft_s_per_token"),
+        ("draft-boolean", lambda d: d["timing"].__setitem__("draft_s_per_token", True), "draft_s_per_token"),
+        ("profile-nan-first", lambda d: bt(d)["prefix_profile"].__setitem__(0, float("nan")), "prefix_profile"),
+        ("profile-above-one", lambda d: bt(d)["prefix_profile"].__setitem__(1, 1.2), "prefix_profile"),
+        ("profile-grows", lambda d: bt(d)["prefix_profile"].__setitem__(-1, 0.999), "prefix_profile"),
+        ("alpha-boolean", lambda d: bt(d).__setitem__("alpha", True), "alpha"),
+        ("ci-outside", lambda d: bt(d).__setitem__("alpha_ci95", [0.0, 0.01]), "alpha_ci95"),
+        ("temperature-key", lambda d: d["by_temperature"].__setitem__("hot", bt(d)), "temperatures"),
+    ]
+
+
+@pytest.mark.parametrize("name, edit, field", _edits(), ids=[e[0] for e in _edits()])
+def test_a_summary_of_the_right_shape_and_wrong_meaning_is_one_line(tmp_path, name, edit, field):
+    """Committed data is checked for meaning: booleans are booleans, times finite and > 0, profiles
+    probabilities that do not grow, intervals around their estimate; every committed summary of
+    every measured pair, edited one field at a time, is refused in one line naming the file and field."""
+    for pair in measured_pairs():
+        for f in sorted((ROOT / pair).glob("*.summary.json")):
+            d = json.loads(f.read_text())
+            edit(d)
+            (tmp_path / pair).mkdir(exist_ok=True)
+            (tmp_path / pair / f.name).write_text(json.dumps(d))
+            with pytest.raises(ValidationError) as e:
+                read_summaries(pair, summary_task(f), root=tmp_path)
+            msg = str(e.value)
+            assert "\n" not in msg and f.name in msg and field in msg, (name, msg)
+            (tmp_path / pair / f.name).unlink()
+
+
+def test_two_summaries_of_one_task_are_one_line_not_pooled(tmp_path):
+    """A second configuration of a task would be pooled into the pair's measured preset: refused."""
+    shutil.copytree(ROOT / "qwen-coder", tmp_path / "qwen-coder")
+    f = sorted((tmp_path / "qwen-coder").glob("*.summary.json"))[0]
+    task = summary_task(f)
+    shutil.copy(f, f.with_name(f"{task}-000000000000.summary.json"))
+    for args in (("qwen-coder",), ("qwen-coder", task)):
+        with pytest.raises(ValidationError) as e:
+            read_summaries(*args, root=tmp_path)
+        assert "two measurement summaries" in str(e.value) and task in str(e.value) and "\n" not in str(e.value)

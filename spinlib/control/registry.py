@@ -161,7 +161,19 @@ def load_plugin(path: str | Path) -> None:
     spec = importlib.util.spec_from_file_location(mod_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except SystemExit as e:  # a plugin registers; it cannot end the command (silently, with exit 0)
+        del sys.modules[mod_name]
+        raise ValidationError(f"plugin {str(path)!r} called sys.exit({e.code!r}) while loading: a plugin may only "
+                              "define and register") from None
+    except ValidationError:
+        del sys.modules[mod_name]
+        raise
+    except Exception as e:  # the plugin's own error, not ours: named as such, one line
+        del sys.modules[mod_name]
+        raise ValidationError(f"plugin {str(path)!r} failed while loading: {type(e).__name__}: "
+                              f"{str(e).splitlines()[0] if str(e) else ''}") from None
 
 
 def load_env_plugins() -> None:

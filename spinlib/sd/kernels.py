@@ -201,6 +201,20 @@ def _score(t: dict) -> float:
     return sum(t["ms"].values())
 
 
+def forced_kernel() -> str | None:
+    """The kernel ``$SPINLIB_KERNEL`` forces, ``None`` when unset: the one reader of that variable.
+
+    Set but empty, or naming no candidate, is refused in one line, whatever pair is loaded (a pair
+    with a fixed kernel once ignored a misspelt value silently).
+    """
+    value = os.environ.get("SPINLIB_KERNEL")
+    if value is None:
+        return None
+    if value not in CANDIDATES:
+        raise ValidationError(f"SPINLIB_KERNEL must be one of {list(CANDIDATES)} (or unset: measure), got {value!r}")
+    return value
+
+
 def choose_kernel(hidden: int, intermediate: int, *, threads: int | None = None, recompute: bool = False,
                   cache_dir=None) -> KernelChoice:
     """The fastest correct kernel for a model of this MLP shape on this machine (cached per machine).
@@ -218,10 +232,8 @@ def choose_kernel(hidden: int, intermediate: int, *, threads: int | None = None,
 
     threads = set_threads(threads)
     facts = cpu_facts()
-    forced = os.environ.get("SPINLIB_KERNEL")
+    forced = forced_kernel()
     if forced:
-        if forced not in CANDIDATES:
-            raise ValidationError(f"SPINLIB_KERNEL must be one of {list(CANDIDATES)}, got {forced!r}")
         return KernelChoice(forced, "forced", facts, {}, (hidden, intermediate), threads)
     key_cfg = {"facts": facts, "threads": threads, "shape": [hidden, intermediate], "version": 1}
     path = (cache_dir or ROOT / ".cache" / "kernels") / f"{config_key(key_cfg, 16)}.json"
@@ -244,5 +256,5 @@ def choose_kernel(hidden: int, intermediate: int, *, threads: int | None = None,
     return choice
 
 
-__all__ = ["CANDIDATES", "KernelChoice", "PrepackedLinear", "apply_kernel", "check_kernel", "choose_kernel",
+__all__ = ["forced_kernel", "CANDIDATES", "KernelChoice", "PrepackedLinear", "apply_kernel", "check_kernel", "choose_kernel",
            "cpu_facts", "dtype_of", "measure_kernels"]

@@ -445,9 +445,13 @@ def _check_study_kernel(pair, kernel: str) -> None:
 def pair_kernel(name: str):
     """The :class:`~spinlib.sd.kernels.KernelChoice` of a pair on this machine (measured once per
     process for ``kernel="auto"``, else fixed); every measurement records its ``to_dict()``."""
-    from .kernels import KernelChoice, choose_kernel, cpu_facts
+    from .kernels import KernelChoice, choose_kernel, cpu_facts, forced_kernel
 
     pair = get_pair(name)
+    forced = forced_kernel()  # checked for every pair, used by those that choose their kernel
+    if forced and pair.kernel != "auto" and forced != pair.kernel:
+        raise ValidationError(f"pair {name!r} runs on its fixed kernel {pair.kernel!r}; SPINLIB_KERNEL={forced} "
+                              "would have no effect: unset it")
     if name not in _CHOICES:
         if pair.kernel == "auto":
             _CHOICES[name] = choose_kernel(*model_shape(pair.target))
