@@ -34,6 +34,7 @@ EXPECTED = {
                                                           "10_claim_map_gelato"]),
     "11_papers_as_written": (["11_papers_as_written"], ["11_p1_fig4_closed_form", "11_p1_figs7_8", "11_p2_figs7_8",
                                                         "11_p2_figs9_11"]),
+    "12_real_models": (["12_real_models"], ["12_breakeven"]),
 }
 
 
