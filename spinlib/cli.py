@@ -397,6 +397,9 @@ def cmd_measure(args) -> int:
     from .sd.measure import measure_pair
     from .sd.prompts import ALL_TASKS, load_prompts
 
+    from .timing import check_threads
+
+    check_threads(args.threads)  # before any model loads
     if args.retime:
         return _retime(args)
     for k in ("pair", "task"):

@@ -132,11 +132,24 @@ def require_quiet(threads: int | None = None, allow_busy: bool = False, what: st
     return lc
 
 
+def check_threads(n) -> int | None:
+    """``n`` if it is ``None`` (all cores) or an int in ``1..cores``; one line otherwise (more threads
+    than cores only slow a timing down, and a count in the thousands once ran the machine out of
+    memory). What :func:`set_threads` and every command line's ``--threads`` check."""
+    from .validation import ValidationError
+
+    cores = os.cpu_count() or 1
+    if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= cores):
+        raise ValidationError(f"threads must be an int in 1..{cores} (this machine's cores), got {n!r}")
+    return None if n is None else int(n)
+
+
 def set_threads(n: int | None = None) -> int:
-    """Set torch's intra-op threads to ``n`` (default: all cores); returns the count in use."""
+    """Set torch's intra-op threads to ``n`` (default: all cores, :func:`check_threads`); returns the count in use.
+    The one place a thread count is set: measurements, the kernel choice, the benchmarks."""
     import torch
 
-    n = n or os.cpu_count() or 1
+    n = check_threads(n) or os.cpu_count() or 1
     torch.set_num_threads(int(n))
     return torch.get_num_threads()
 
@@ -248,5 +261,5 @@ def median_standard_error(q25, q75, n):
     return 1.2533 * (np.asarray(q75, float) - np.asarray(q25, float)) / 1.349 / np.sqrt(n)
 
 
-__all__ = ["LoadCheck", "load_check", "require_quiet", "set_threads", "Timing", "timing_of", "measure", "Ratio",
+__all__ = ["LoadCheck", "load_check", "require_quiet", "check_threads", "set_threads", "Timing", "timing_of", "measure", "Ratio",
            "compare", "ratio_interval", "median_standard_error"]

@@ -71,3 +71,26 @@ def test_verification_fit_refuses_noise():
     assert ok and t0 == pytest.approx(0.05) and t1 == pytest.approx(0.002) and rms < 1e-12
     noisy = [0.26, 3.6, 0.3, 1.2, 0.4]  # the issue's busy-machine numbers (2 positions "took" 3.6 s)
     assert not fit_verification(sizes, noisy)[4]
+
+
+def test_a_thread_count_beyond_the_cores_is_one_line():
+    """set_threads is the one setter (measure, kernel choice, benchmarks): 0, negatives, booleans and
+    counts beyond the cores are refused before torch sees them; the CLI says so in one line, exit 2."""
+    import os
+
+    import torch
+
+    from helpers import spinlib_cli
+    from spinlib.timing import set_threads
+
+    before = torch.get_num_threads()
+    cores = os.cpu_count() or 1
+    for bad in (0, -1, cores + 1, 100_000, True, 2.0):
+        with pytest.raises(ValidationError) as e:
+            set_threads(bad)
+        assert "threads must be an int in 1.." in str(e.value) and "\n" not in str(e.value)
+    assert torch.get_num_threads() == before  # nothing was set
+    assert set_threads(1) == 1 and set_threads(None) == cores
+    r = spinlib_cli("measure", "--pair", "smollm2-rtn6", "--task", "qa", "--threads", "100000")
+    assert r.returncode == 2 and "threads" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    torch.set_num_threads(before)
