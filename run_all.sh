@@ -11,8 +11,8 @@
 #   bash run_all.sh test [--all] [--record] [pytest args...]
 #                                     bootstrap, then pytest: every tier but the slow one (plain pytest
 #                                     runs the fast tier only), or every tier with --all; --record writes the run's counts
-#                                     and wall time to results/timings/test_suite.json (the README's
-#                                     figure); without it a test run changes no tracked file
+#                                     and wall time to results/timings/test_suite.json and regenerates the README's
+#                                     run-time table from it; without it a test run changes no tracked file
 #
 # Bootstrap: uses the active virtualenv/conda env if spinlib's pinned dependencies are installed
 # there, otherwise creates ./.venv with python3.11 and installs the project (pip install -e .,
@@ -105,7 +105,8 @@ if [[ $MODE == test ]]; then
     echo "run_all.sh: --record times a whole tier; it takes no pytest arguments (use PYTEST_ADDOPTS)" >&2; exit 2; }
   junit=$(mktemp); t0=$(date +%s); rc=0
   "$PY" -m pytest "${ARGS[@]}" --junitxml="$junit" || rc=$?
-  "$PY" -m spinlib.runtimes tests "$junit" $(( $(date +%s) - t0 )) "$rc" "$TIER" || true
+  # the record and the README's run-time table change together (tests/test_runtimes.py checks they agree)
+  "$PY" -m spinlib.runtimes tests "$junit" $(( $(date +%s) - t0 )) "$rc" "$TIER" && "$PY" -m spinlib.runtimes readme || true
   rm -f "$junit"; exit $rc
 fi
 # notebooks: matplotlib's inline backend (the kernel's default), so every figure is in the executed notebook
