@@ -27,8 +27,9 @@ if [[ $MODE == run ]]; then
   while [[ $# -gt 0 ]]; do
     case "$1" in
       --smoke) SMOKE=True ;;
-      --only) ONLY="${2:?--only needs a notebook number, e.g. --only 03 (or a list: --only 06,03)}"; shift
-              [[ "$ONLY" =~ ^[0-9][0-9](,[0-9][0-9])*$ ]] || { echo "run_all.sh: --only takes two-digit notebook numbers (00..99, comma-separated), got '$ONLY'" >&2; exit 2; } ;;
+      --only) only="${2:?--only needs a notebook number, e.g. --only 03 (or a list: --only 06,03)}"; shift
+              [[ "$only" =~ ^[0-9][0-9](,[0-9][0-9])*$ ]] || { echo "run_all.sh: --only takes two-digit notebook numbers (00..99, comma-separated), got '$only'" >&2; exit 2; }
+              ONLY="${ONLY:+$ONLY,}$only" ;;  # --only 00 --only 01 runs both
       --recompute) RECOMPUTE=True ;;
       --stale) STALE=True ;;
       --verify) VERIFY=True ;;
@@ -124,7 +125,6 @@ if [[ ${#PARAMS[@]} -gt 0 ]]; then  # non-default parameters: their own folder, 
   [[ -n "$ONLY" && "$ONLY" != *,* ]] || { echo "run_all.sh: -p needs --only NN, one notebook (parameters are per notebook)" >&2; exit 2; }
   key=$(printf '%s\n' "$ONLY" "$SMOKE" "${PARAMS[@]}" | sha256sum | cut -c1-12)
   export SPINLIB_RESULTS="$ROOT/results/runs/${ONLY}-${key}"
-  echo "parameters ${PARAMS[*]}: results in $SPINLIB_RESULTS"
 fi
 OUTDIR="${SPINLIB_RESULTS:-$ROOT/results}"
 # what will run is known before anything under results/ changes
@@ -149,56 +149,12 @@ if [[ $STALE == True ]]; then
   echo "stale: ${stale[*]}"
 fi
 [[ ${#notebooks[@]} -gt 0 ]] || { echo "run_all.sh: no notebook matches ${ONLY:-NN} (see notebooks/)" >&2; exit 2; }
-if [[ ${#PARAMS[@]} -gt 0 ]]; then  # every -p NAME must be a parameter of the notebook (else papermill only warns)
-  SMOKE_RUN=$SMOKE "$PY" - "${notebooks[0]}" "${PARAMS[@]}" <<'PYEOF' || exit 2
-import ast, difflib, json, os, sys
-nb = json.load(open(sys.argv[1], encoding="utf-8"))
-cell = next((c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])), None)
-defaults = {} if cell is None else {t.id: node.value for node in ast.parse("".join(cell["source"])).body
-                                     if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
-known = set(defaults)
-names, values = sys.argv[3::3], sys.argv[4::3]  # argv: notebook, then (-p, NAME, VALUE) triples
-for n, v in zip(names, values):
-    if n not in known:
-        near = difflib.get_close_matches(n, sorted(known), n=1)
-        sys.stderr.write(f"run_all.sh: -p {n}: {sys.argv[1]} has no parameter {n}"
-                         + (f" (did you mean {near[0]}?)" if near else f" (its parameters: {', '.join(sorted(known))})") + "\n")
-        sys.exit(2)
-    try:  # the value must have the type of the notebook's default (papermill would pass 'abc' as a string)
-        default = ast.literal_eval(defaults[n])
-    except ValueError:
-        continue
-    kind = {bool: "True or False", int: "an integer", float: "a number"}.get(type(default))
-    ok = {bool: lambda x: x in ("True", "False"), int: lambda x: x.lstrip("-").isdigit(),
-          float: lambda x: x.lower() not in ("nan", "inf", "-inf", "infinity", "-infinity") and _is_float(x)}
-    def _is_float(x):
-        try:
-            float(x)
-            return True
-        except ValueError:
-            return False
-    if kind and not ok[type(default)](v):
-        sys.stderr.write(f"run_all.sh: -p {n} must be {kind} (like the notebook's default {default!r}), got {v!r}\n")
-        sys.exit(2)
-if os.environ.get("SMOKE_RUN") == "True":  # a parameter the smoke run replaces would be ignored: refused
-    code = [ast.parse("\n".join(l for l in "".join(c["source"]).splitlines() if not l.lstrip().startswith(("%", "!"))))
-            for c in nb["cells"] if c["cell_type"] == "code"]
-    fixed = set()
-    for tree in code:
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.IfExp, ast.If)) and isinstance(node.test, ast.Name) and node.test.id == "SMOKE":
-                other = node.orelse if isinstance(node.orelse, list) else [node.orelse]
-                fixed |= {x.id for o in other for x in ast.walk(o) if isinstance(x, ast.Name)}
-    for n in names:
-        if n in fixed:
-            sys.stderr.write(f"run_all.sh: -p {n} has no effect under --smoke (the smoke run sets its own value); "
-                             "drop --smoke or the parameter\n")
-            sys.exit(2)
-dup = sorted({n for n in names if names.count(n) > 1})
-if dup:
-    sys.stderr.write(f"run_all.sh: -p {dup[0]} is given twice\n")
-    sys.exit(2)
-PYEOF
+PM_PARAMS=()
+if [[ ${#PARAMS[@]} -gt 0 ]]; then  # every -p value checked against the notebook's declared type and range (spinlib.nbparams)
+  pairs=(); for ((i = 1; i < ${#PARAMS[@]}; i += 3)); do pairs+=("${PARAMS[i]}" "${PARAMS[i+1]}"); done
+  pm=$("$PY" -m spinlib.nbparams "${notebooks[0]}" "$SMOKE" "${pairs[@]}") || exit 2
+  mapfile -t PM_PARAMS <<< "$pm"
+  echo "parameters ${PARAMS[*]}: results in $SPINLIB_RESULTS"
 fi
 mkdir -p "$OUTDIR/executed" "$OUTDIR/figures"
 "$PY" - "$OUTDIR/ENVIRONMENT.txt" <<'PYEOF'
@@ -231,7 +187,7 @@ for nb in "${notebooks[@]}"; do
   start=$(date +%s)
   tmp="$OUTDIR/executed/.${name%.ipynb}.running.ipynb"
   if ! "$PY" -m papermill "$nb" "$tmp" -k spinlib --cwd notebooks \
-        -p SMOKE "$SMOKE" -p RECOMPUTE "$RECOMPUTE" "${PARAMS[@]}" --no-progress-bar --log-level WARNING \
+        -p SMOKE "$SMOKE" -p RECOMPUTE "$RECOMPUTE" "${PM_PARAMS[@]}" --no-progress-bar --log-level WARNING \
         > "$OUTDIR/executed/${name%.ipynb}.log" 2>&1; then
     mv -f "$tmp" "$OUTDIR/executed/${name%.ipynb}.failed.ipynb" 2>/dev/null || true
     echo "FAILED  $name after $(( $(date +%s) - start )) s; the failing cell and error:" >&2

@@ -129,6 +129,7 @@ def test_stale_detects_a_changed_input(tmp_path, monkeypatch):
     (["--only", "06,"], "two-digit notebook number"),
     (["--only", "00,98"], "no notebook matches 98"),
     (["--only", "00,01", "-p", "SEED", "1"], "-p needs --only NN, one notebook"),
+    (["--only", "00", "--only", "01", "-p", "SEED", "1"], "-p needs --only NN, one notebook"),  # both kept
     (["--only", "00", "-p", "NUM_USERZ", "3"], "has no parameter NUM_USERZ (did you mean NUM_USERS?)"),
     (["--only", "00", "-p", "SEED", "1", "-p", "SEED", "2"], "-p SEED is given twice"),
     (["--only", "00", "-p", "NUM_USERS", "abc"], "-p NUM_USERS must be an integer"),
