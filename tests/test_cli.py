@@ -277,6 +277,26 @@ def test_arena_command_runs_and_refuses_bad_input(capsys):
         assert err.count("\n") == 1 and "Traceback" not in err, (argv, err)
 
 
+def test_arena_refuses_work_past_its_budget_before_any_work(capsys, monkeypatch):
+    """The projection (rounds x users x seeds x controllers) is checked first; --allow-long lifts it."""
+    import time
+
+    from spinlib.cli import main
+    from spinlib.online import arena
+
+    # 1e7 user-rounds per seed (the per-seed memory cap) x 1000 seeds x 2 controllers: hours of work
+    t = time.perf_counter()
+    assert main(["arena", "--rounds", "1000000", "--users", "10", "--seeds", "1000",
+                 "--controllers", "fixed:L=2,fixed:L=3"]) == 2
+    err = capsys.readouterr().err
+    assert time.perf_counter() - t < 30 and err.count("\n") == 1 and "20,000,000,000 user-rounds" in err, err
+    assert "--allow-long" in err
+    monkeypatch.setattr(arena, "ARENA_WORK_LIMIT", 100)  # a small run past a small budget: refused, then allowed
+    small = ["arena", "--rounds", "60", "--users", "2", "--seeds", "1", "--controllers", "fixed:L=2", "--json"]
+    assert main(small) == 2 and "past its budget of 100" in capsys.readouterr().err
+    assert main(small + ["--allow-long"]) == 0 and "fixed:L=2" in capsys.readouterr().out
+
+
 def test_measure_refuses_one_prompt_before_loading_anything():
     # one prompt has no resampling interval: refused up front (it printed [NaN, NaN] as "JSON")
     r = run("measure", "--pair", "smollm2-rtn4g16", "--task", "qa", "--prompts", "1", "--json")

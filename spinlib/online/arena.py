@@ -53,6 +53,11 @@ from .registry import ControllerSpec, Env, as_spec, make_controller
 from .stopping import survival_from_accept
 from .traces import PromptTrace, run_lengths
 
+#: Work budget of one :func:`run_arena` call, in user-rounds (rounds x users x seeds x controllers): the
+#: projection is checked before any work, and a call past it is refused unless ``allow_long=True``
+#: (``arena --allow-long``).
+ARENA_WORK_LIMIT = 50_000_000
+
 IID_DELAY_KINDS = ("constant", "exponential", "uniform")
 LEVEL_DELAY_KINDS = ("piecewise", "sinusoidal", "markov")
 DELAY_KINDS = IID_DELAY_KINDS + LEVEL_DELAY_KINDS
@@ -503,7 +508,7 @@ def mean_ci(x, confidence: float = 0.95, seed: int = 0) -> tuple[float, float, f
 
 
 def run_arena(controllers, streams: list[Stream], config: ArenaConfig, *, seed: int = 0, n_seeds: int = 1,
-              oracles: bool = True, keep_lengths: bool = False) -> ArenaResult:
+              oracles: bool = True, keep_lengths: bool = False, allow_long: bool = False) -> ArenaResult:
     """Run every controller on identical inputs, ``n_seeds`` times (module docstring).
 
     Parameters
@@ -520,6 +525,8 @@ def run_arena(controllers, streams: list[Stream], config: ArenaConfig, *, seed: 
         Compute the regret against the best fixed length in hindsight and the clairvoyant.
     keep_lengths : bool
         Keep every round's drafted lengths (``result.lengths[label]``, ``[seeds, R, K]``).
+    allow_long : bool
+        Run past :data:`ARENA_WORK_LIMIT` user-rounds (refused otherwise, before any work).
     """
     if not isinstance(config, ArenaConfig):
         raise ValidationError("config must be a spinlib.online.ArenaConfig")
@@ -534,6 +541,10 @@ def run_arena(controllers, streams: list[Stream], config: ArenaConfig, *, seed: 
                               "replayed)")
     check_int_range("n_seeds", n_seeds, 1, 100_000)
     check_int_range("seed", seed, 0)
+    work = config.rounds * config.users * n_seeds * len(specs)
+    if work > ARENA_WORK_LIMIT and allow_long is not True:
+        raise ValidationError(f"the arena would play {work:,} user-rounds (rounds x users x seeds x controllers), past "
+                              f"its budget of {ARENA_WORK_LIMIT:,}; pass allow_long=True (arena --allow-long) to run it")
     root = np.random.default_rng(seed)
     rows, reg_f, reg_c, best_L = [], {lab: [] for lab in labels}, {lab: [] for lab in labels}, []
     lengths = {lab: [] for lab in labels}

@@ -71,6 +71,8 @@ def add_arena_parser(subparsers):
     p.add_argument("--fading", default="static", help="static, rayleigh or markov")
     p.add_argument("--energy-budget", type=float, default=float("inf"), help="average energy per round [J]")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument("--allow-long", action="store_true",
+                   help="run past the arena's work budget (spinlib.online.arena.ARENA_WORK_LIMIT user-rounds)")
     p.set_defaults(func=cmd_arena)
     return p
 
@@ -150,7 +152,7 @@ def cmd_arena(args) -> int:
         by_task = load_pair_traces(args.pair, tasks=tasks)
         streams = [Stream.from_traces(tr, f"{args.pair}/{t}") for t, tr in by_task.items()]
         source = f"traces of {args.pair}: {', '.join(by_task)}"
-    res = run_arena(specs, streams, cfg, seed=args.seed, n_seeds=args.seeds)
+    res = run_arena(specs, streams, cfg, seed=args.seed, n_seeds=args.seeds, allow_long=args.allow_long)
     summ = res.summary()
     rows = []
     for lab in res.labels:
