@@ -131,8 +131,8 @@ def declared(notebook: Path) -> dict[str, Parameter]:
     out = {}
     for node in ast.parse(src).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            line = lines[node.lineno - 1]
-            comment = line.split("#", 1)[1].strip() if "#" in line[node.value.end_col_offset:] else ""
+            tail = lines[node.end_lineno - 1][node.value.end_col_offset:]  # after the value (a '#' in a string is not a comment)
+            comment = tail.split("#", 1)[1].strip() if "#" in tail else ""
             name = node.targets[0].id
             out[name] = _declaration(name, ast.literal_eval(node.value), comment)
     return out

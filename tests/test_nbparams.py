@@ -76,6 +76,15 @@ def test_any_value_is_either_refused_in_one_line_or_inside_its_declaration(i, te
         assert isinstance(v, str) and v.strip()
 
 
+def test_a_hash_inside_a_string_default_is_not_its_comment(tmp_path):
+    nb = tmp_path / "99_x.ipynb"
+    src = 'TAG = "a#b (1 or more)"  # a label\nN = 3  # count (integer, 2..9)\n'
+    nb.write_text('{"cells": [{"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": %s}]}'
+                  % __import__("json").dumps(src))
+    d = declared(nb)
+    assert d["TAG"].comment == "a label" and not d["TAG"].ranged and (d["N"].lo, d["N"].hi) == (2, 9)
+
+
 def test_check_gives_papermill_raw_strings_and_refuses_names():
     nb = next(n for n in NOTEBOOKS if n.name.startswith("10_"))
     assert check(nb, [("H_GRID", "0.5"), ("ROUNDS", "500")]) == ["-r", "H_GRID", "0.5", "-p", "ROUNDS", "500"]
