@@ -35,7 +35,6 @@ if [[ $MODE == run ]]; then
       --verify) VERIFY=True ;;
       -p) [[ $# -ge 3 ]] || { echo "run_all.sh: -p needs NAME VALUE" >&2; exit 2; }
           [[ "$2" =~ ^[A-Z_][A-Z0-9_]*$ ]] || { echo "run_all.sh: -p NAME must be a parameter name (upper case), got '$2'" >&2; exit 2; }
-          [[ "$2" != SMOKE && "$2" != RECOMPUTE ]] || { echo "run_all.sh: use --smoke / --recompute, not -p $2" >&2; exit 2; }
           PARAMS+=(-p "$2" "$3"); shift 2 ;;
       -h|--help) sed -n 2,19p "$0"; exit 0 ;;
       *) echo "run_all.sh: unknown option $1 (use --smoke, --only NN, --stale, --recompute, -p NAME VALUE, or 'test')" >&2; exit 2 ;;

@@ -162,7 +162,8 @@ def parse(p: Parameter, text: str) -> object:
             raise ValidationError(f"-p {p.name} must be True or False, got {shown}")
         return text == "True"
     if p.kind == "int":
-        return int(_number(p, text, shown))
+        _number(p, text, shown)
+        return int(text)  # exact: the float above only bounds it
     if p.kind == "float":
         return _number(p, text, shown)
     if p.each:
@@ -213,11 +214,11 @@ def check(notebook: Path, pairs: list[tuple[str, str]], smoke: bool = False) -> 
             raise ValidationError(f"-p {n} is given twice")
         parse(params[n], v)
         out += ["-r" if params[n].kind == "str" else "-p", n, v]
-    if smoke:
-        for n in names:
-            if n in smoke_fixed(notebook):
-                raise ValidationError(f"-p {n} has no effect under --smoke (the smoke run sets its own value); "
-                                      "drop --smoke or the parameter")
+    fixed = smoke_fixed(notebook) if smoke else set()
+    for n in names:
+        if n in fixed:
+            raise ValidationError(f"-p {n} has no effect under --smoke (the smoke run sets its own value); "
+                                  "drop --smoke or the parameter")
     return out
 
 

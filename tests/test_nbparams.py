@@ -76,6 +76,11 @@ def test_any_value_is_either_refused_in_one_line_or_inside_its_declaration(i, te
         assert isinstance(v, str) and v.strip()
 
 
+def test_integers_are_read_exactly():
+    seed = declared(NOTEBOOKS[0])["SEED"]
+    assert parse(seed, "12345678901234567891") == 12345678901234567891  # beyond a float's 53 bits
+
+
 def test_a_hash_inside_a_string_default_is_not_its_comment(tmp_path):
     nb = tmp_path / "99_x.ipynb"
     src = 'TAG = "a#b (1 or more)"  # a label\nN = 3  # count (integer, 2..9)\n'
