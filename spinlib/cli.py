@@ -14,15 +14,18 @@ from pathlib import Path
 import numpy as np
 
 from .cliargs import load_plugins, only_with, seed_arg
+from .emulator.config import ACCEPTANCE_MODELS, COMPUTE_MODELS, SERVER_MODELS
+from .emulator.fading import FADING_MODELS
 from .modes import MODES
+from .rounds import ROUND_MODELS
 
 # generate's options that act only with --controller: dest -> (flag, default)
 GENERATE_CONTROLLER_OPTIONS = {"L_max": ("--L-max", 8), "delay_ms": ("--delay-ms", 0.0),
                                "uplink_kbps": ("--uplink-kbps", float("inf")),
                                "energy_budget_j": ("--energy-budget-j", float("inf"))}
-from .jsonio import loads_json, read_json
+from .jsonio import read_json
 from .scenario import MAX_USERS, Scenario
-from .registry import parse_params
+from .registry import parse_items, parse_params
 from .validation import ValidationError
 
 
@@ -136,25 +139,13 @@ def _policy_call(args) -> tuple[str, dict]:
 
 def _policy_kwargs(args) -> dict:
     """The policy parameters the user gave on the command line (never the defaults): the named
-    options and every ``--set KEY=VALUE`` (VALUE parsed as JSON, else kept as a string)."""
+    options and every ``--set KEY=VALUE``, sugar for ``--policy NAME:KEY=VALUE`` (the same value rules,
+    :func:`spinlib.registry.parse_items`)."""
     kwargs = {}
     for opt in ("L_max", "draft_length", "round_model"):
         if getattr(args, opt, None) is not None:
             kwargs[opt] = getattr(args, opt)
-    for item in args.set or ():
-        key, sep, text = item.partition("=")
-        if not sep or not key.isidentifier():
-            raise ValidationError(f"--set takes KEY=VALUE with KEY a parameter name, got {item!r}")
-        try:
-            json.loads(text)
-        except ValueError:  # not JSON (or a number beyond the integer-string limit): the text itself
-            value = text
-        else:  # JSON: parsed strictly (a repeated key, NaN, 1e400 or deep nesting is one line)
-            value = loads_json(text, f"--set {key}")
-        if key in kwargs:
-            raise ValidationError(f"parameter {key!r} given twice")
-        kwargs[key] = value
-    return kwargs
+    return parse_items(args.set or (), "policy", "--set", into=kwargs)
 
 
 def cmd_solve(args) -> int:
@@ -287,14 +278,16 @@ def _real_controller(cspec, args, pair: str, payload):
     env = one_user_env(pair, L_max=args.L_max, delay_s=args.delay_ms / 1e3, bits_per_token=float(up),
                        energy_budget_j=float(args.energy_budget_j), rng=np.random.default_rng(args.seed),
                        survival=survival)
-    return make_controller(cspec.name, env, **cspec.kwargs)
+    return make_controller(cspec.name, env, player="engine" if survival is None else "engine-with-survival",
+                           **cspec.kwargs)
 
 
 def cmd_generate(args) -> int:
     if args.list_controllers:
+        from .deciders import playable
         from .online.registry import REGISTRY as CONTROLLERS
 
-        print("\n".join(CONTROLLERS.listing(16)))
+        print("\n".join(CONTROLLERS.listing(16, playable("engine-with-survival"))))
         return 0
     missing = [o for o, v in (("--pair", args.pair), ("--prompt", args.prompt)) if v is None]
     if missing:
@@ -325,6 +318,9 @@ def cmd_generate(args) -> int:
         from .validation import check_int_range, check_nonnegative
 
         cspec = parse_spec(args.controller)
+        from .deciders import check_playable
+
+        check_playable(cspec.name, "engine-with-survival")  # by capability, before a model loads
         check_int_range("--L-max", args.L_max, 1, 64)
         check_nonnegative("--delay-ms", args.delay_ms)
         check_rate("--uplink-kbps", args.uplink_kbps, unit="kbit/s")
@@ -499,10 +495,10 @@ def _policy_options(parser) -> None:
     """Options that become policy parameters; a policy that does not declare one refuses it."""
     parser.add_argument("--draft-length", type=int, default=None, help="draft_length (fixed-length policies)")
     parser.add_argument("--L-max", dest="L_max", type=_positive_int("--L-max"), default=None, help="L_max")
-    parser.add_argument("--round-model", choices=("sync", "async"), default=None,
+    parser.add_argument("--round-model", choices=ROUND_MODELS, default=None,
                         help="round_model (baselines)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE",
-                        help="any other declared parameter of the policy (VALUE as JSON); repeatable")
+                        help="any other declared parameter of the policy, as in NAME:KEY=VALUE; repeatable")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -522,7 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("evaluate", help="goodput and phase times of an allocation")
     e.add_argument("scenario")
     e.add_argument("--allocation", required=True)
-    e.add_argument("--round-model", choices=("sync", "async"), default=None,
+    e.add_argument("--round-model", choices=ROUND_MODELS, default=None,
                    help="override the allocation's round_model")
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=cmd_evaluate)
@@ -545,13 +541,13 @@ def build_parser() -> argparse.ArgumentParser:
     em.add_argument("--allocation", help="allocation JSON to emulate")
     em.add_argument("--rounds", type=_bounded_int("--rounds", MAX_ROUNDS), default=1000)
     em.add_argument("--seed", type=seed_arg(), default=0)
-    em.add_argument("--fading", choices=("static", "rayleigh", "markov"), default="static")
-    em.add_argument("--acceptance", choices=("iid", "profile"), default="iid")
-    em.add_argument("--server", choices=("batch", "ideal"), default="batch",
+    em.add_argument("--fading", choices=FADING_MODELS, default="static")
+    em.add_argument("--acceptance", choices=ACCEPTANCE_MODELS, default="iid")
+    em.add_argument("--server", choices=SERVER_MODELS, default="batch",
                     help="asynchronous policies: one batching server, or no queueing")
     em.add_argument("--real-models", default=None, help="a pair (see 'pairs') for real speculative decoding")
     em.add_argument("--temperature", type=float, default=0.0, help="real mode: 0 = greedy")
-    em.add_argument("--compute", choices=("model", "measured"), default="model")
+    em.add_argument("--compute", choices=COMPUTE_MODELS, default="model")
     _policy_options(em)
     em.add_argument("--json", action="store_true")
     em.set_defaults(func=cmd_emulate)
@@ -614,7 +610,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=seed_arg(), default=None, help="seed of --random (default 0)")
     b.add_argument("--write", metavar="FILE", help="write the --random instance to FILE")
     b.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="a declared parameter of the policy (VALUE as JSON); repeatable")
+                   help="a declared parameter of the policy, as in NAME:KEY=VALUE; repeatable")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_balance)
     from .online.cli import add_arena_parser, cmd_arena  # notebook 10: online controllers on identical inputs

@@ -35,6 +35,7 @@ import numpy as np
 
 from .control import get_policy, register_policy, solve
 from .control.registry import Policy, check_params
+from .deciders import Spec
 from .presets import MEASURED_PRESETS, get_preset, random_scenario
 from .rounds import evaluate
 from .scenario import Payload, Scenario
@@ -50,38 +51,16 @@ METRICS = ("goodput", "server_utilisation", "capacity_limited_goodput", "ul_shar
 # ----------------------------------------------------------------------------------------------
 # Policy specs
 # ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class PolicySpec:
-    """A policy with its parameters and the label its records carry.
-
-    Parameters
-    ----------
-    policy : str
-        Registered policy name.
-    params : tuple of (name, value)
-        Declared parameters (checked against the registry at construction).
-    label : str
-        Column/series name; default ``policy`` or ``policy/round_model`` when a round model is given.
-    """
-
-    policy: str
-    params: tuple = ()
-    label: str = ""
-
-    def __post_init__(self) -> None:
-        check_params(self.policy, dict(self.params))
-        object.__setattr__(self, "params", tuple(sorted(dict(self.params).items())))
-        if not self.label:
-            rm = dict(self.params).get("round_model")
-            object.__setattr__(self, "label", f"{self.policy}/{rm}" if rm else self.policy)
-
-    def to_dict(self) -> dict:
-        return {"policy": self.policy, "params": dict(self.params), "label": self.label}
+PolicySpec = Spec  # the one spec type (spinlib.deciders.Spec), kind "policy"
 
 
-def spec(policy: str, label: str = "", **params) -> PolicySpec:
-    """``spec("equal", draft_length=4, round_model="async")`` -> label ``"equal/async"``."""
-    return PolicySpec(policy, tuple(params.items()), label)
+def spec(policy: str, label: str = "", **params) -> Spec:
+    """A checked policy :class:`~spinlib.deciders.Spec` (unknown policies and parameters: one line); its label
+    defaults to ``policy`` or ``policy/round_model`` when a round model is given:
+    ``spec("equal", draft_length=4, round_model="async")`` -> label ``"equal/async"``."""
+    check_params(policy, params)
+    rm = params.get("round_model")
+    return Spec(policy, tuple(params.items()), label or (f"{policy}/{rm}" if rm else policy), kind="policy")
 
 
 def paper1_specs(L_max: int = 16, draft_length: int = 4) -> list[PolicySpec]:
@@ -181,7 +160,7 @@ def sweep(factory: Callable, knob: str, values: Iterable, *, n_seeds: int, seed:
     """
     from .control import POLICIES
 
-    specs = tuple(sp if isinstance(sp, PolicySpec) else spec(sp) for sp in specs)
+    specs = tuple(sp if isinstance(sp, Spec) and sp.kind == "policy" else spec(sp) for sp in specs)
     labels = [sp.label for sp in specs]
     if len(set(labels)) != len(labels):
         raise ValidationError(f"policy labels must be unique, got {labels}")

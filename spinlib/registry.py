@@ -139,13 +139,18 @@ class Registry(Generic[E]):
         if cap is not None and users > cap:
             raise ValidationError(f"{self.kind} {name!r} accepts at most {cap:,} users, the {of} has {users:,}")
 
-    def listing(self, width: int = 20) -> list[str]:
-        """One line per entry for ``--list-policies`` / ``--list-controllers``: name, family,
-        description and declared parameters with their defaults."""
+    def listing(self, width: int = 20, only=None) -> list[str]:
+        """One line per entry (those named in ``only``, if given) for ``--list-policies`` /
+        ``--list-controllers``: name, family, description, declared parameters with their defaults and,
+        for a decider, what it needs from the player (:mod:`spinlib.deciders`)."""
         lines = []
         for name, e in self.entries.items():
+            if only is not None and name not in only:
+                continue
             params = ", ".join(f"{k}={v!r}" for k, v in e.params.items())
-            lines.append(f"{name:{width}s} [{e.family}] {e.description}" + (f" (parameters: {params})" if params else ""))
+            needs = ", ".join(sorted(getattr(e, "needs", ())))
+            lines.append(f"{name:{width}s} [{e.family}] {e.description}" + (f" (parameters: {params})" if params else "")
+                         + (f" [needs: {needs}]" if needs else ""))
         return lines
 
     def __iter__(self) -> Iterator[str]:
@@ -158,15 +163,23 @@ def parse_params(text: str, kind: str = "controller") -> tuple[str, dict]:
     float range (a traceback in the controller's checks otherwise), a non-finite number (``nan``, ``inf``) or
     a parameter given twice (never "the last one wins"). The one spec syntax of the library: controllers,
     multi-user controllers and policies (``--policy name:key=value``) are all written this way; ``kind``
-    names the entry in messages."""
+    names the entry in messages. ``--set key=value`` on the command line is sugar for the same items
+    (:func:`parse_items`)."""
     if not isinstance(text, str) or not text.strip():
         raise ValidationError(f"{kind} spec must be 'name' or 'name:key=value,...', got {text!r}")
     name, _, rest = text.strip().partition(":")
-    params = {}
-    for item in filter(None, rest.split(",")):
+    return name.strip(), parse_items(list(filter(None, rest.split(","))), kind, f"{kind} spec {text[:80]!r}")
+
+
+def parse_items(items, kind: str = "controller", where: str | None = None, into: dict | None = None) -> dict:
+    """``["key=value", ...]`` -> ``{key: value}`` by the spec rules of :func:`parse_params` (added to ``into``:
+    a key already there is "given twice"); ``where`` names the source in messages."""
+    where = where or f"{kind} parameters"
+    params = dict(into or {})
+    for item in items:
         key, eq, val = item.partition("=")
         if not eq or not key.strip():
-            raise ValidationError(f"{kind} spec {text[:80]!r}: parameter {item[:40]!r} must be key=value")
+            raise ValidationError(f"{where}: parameter {item[:40]!r} must be key=value")
         if val.strip() in ("None", "none"):
             val = None
         else:
@@ -186,10 +199,9 @@ def parse_params(text: str, kind: str = "controller") -> tuple[str, dict]:
                 raise ValidationError(f"{kind} spec: parameter {key.strip()!r} must be a finite number, "
                                       f"got {val}")
         if key.strip() in params:
-            raise ValidationError(f"{kind} spec {text[:80]!r}: parameter {key.strip()!r} given twice")
+            raise ValidationError(f"{where}: parameter {key.strip()!r} given twice")
         params[key.strip()] = val
-    return name.strip(), params
+    return params
 
 
-
-__all__ = ["parse_params", "Registry", "declared_params"]
+__all__ = ["parse_params", "parse_items", "Registry", "declared_params"]

@@ -30,7 +30,6 @@ INDIRECT = {
     "spinlib.balance.wireless": ("import", "balance/test_balance.py", "FDMA time inside the deadline, used by the model"),
     "spinlib.control.baselines": ("import", "control/test_solvers.py", "the baselines, reached through the policy registry"),
     "spinlib.emulator.clock": ("import", "emulator/test_emulator.py", "the testbed's clock, through spinlib.emulator"),
-    "spinlib.emulator.config": ("import", "emulator/test_emulator.py", "EmulatorConfig, re-exported by spinlib.emulator"),
     "spinlib.emulator.links": ("import", "emulator/test_emulator.py", "the testbed's links, through spinlib.emulator"),
     "spinlib.emulator.montecarlo": ("import", "emulator/test_emulator.py", "the Monte Carlo check, through spinlib.emulator"),
     "spinlib.emulator.real_traces": ("import", "emulator/test_emulator.py", "the real-model trace source of emulate"),

@@ -132,10 +132,11 @@ def cmd_arena(args) -> int:
     from ..emulator.fading import Fading
     from ..validation import check_int_range
     from .arena import ArenaConfig, Stream, run_arena
+    from ..deciders import playable
     from .registry import REGISTRY
 
     if args.list_controllers:
-        print("\n".join(REGISTRY.listing(16)))
+        print("\n".join(REGISTRY.listing(16, playable("arena"))))
         return 0
     check_int_range("--seeds", args.seeds, 1, 1000)  # a run's size is bounded: rounds x users x seeds
     specs = _specs(args.controllers)
@@ -210,11 +211,12 @@ def cmd_replan(args) -> int:
     from ..emulator.fading import Fading
     from ..scenario import Scenario
     from ..validation import ValidationError
+    from ..deciders import playable
     from .multiuser import REGISTRY, parse_mspec
     from .replan import ReplanConfig, run_replan
 
     if args.list_controllers:
-        print("\n".join(REGISTRY.listing(18)))
+        print("\n".join(REGISTRY.listing(18, playable("replan"))))
         return 0
     if args.list_energy_presets:
         from .energy import ENERGY_PRESETS

@@ -106,6 +106,23 @@ def device_energy(scenario: Scenario, preset: str = "phone-soc") -> tuple[Energy
                  for t, p in zip(scenario.tau, scenario.power))
 
 
+@dataclass(frozen=True)
+class DeviceEnergies:
+    """The ``K`` devices' :class:`EnergyModel` behind one :meth:`round_energy` over arrays ``[K]``: the
+    ``env.energy`` of a per-user controller that plays a cell's ``K`` devices at once
+    (:func:`spinlib.online.replan.cell_user_env`)."""
+
+    models: tuple
+
+    def round_energy(self, L, upload_s, wait_s):
+        """``E_k`` [J] of every device, with the users on the *first* axis as a per-user controller holds
+        them (``[K]`` or ``[K, ...]``, e.g. ``[K, L_max]`` candidates; a leading axis of 1 broadcasts)."""
+        L, up, wait = (np.asarray(x, float) for x in (L, upload_s, wait_s))
+        nd = max(L.ndim, up.ndim, wait.ndim, 1)
+        e, p_tx, p_idle = (a.reshape((-1,) + (1,) * (nd - 1)) for a in _energy_arrays(self.models))
+        return L * e + p_tx * up + p_idle * wait
+
+
 def _energy_arrays(models: Sequence[EnergyModel]):
     """``(e [K] J/token, p_tx [K] W, p_idle [K] W)``."""
     return (np.array([m.draft_j_per_token for m in models]), np.array([m.tx_power_w for m in models]),
@@ -119,4 +136,4 @@ def round_energy(models: Sequence[EnergyModel], L, upload_s, wait_s) -> np.ndarr
     return (np.asarray(L, float) * e + p_tx * np.asarray(upload_s, float) + p_idle * np.asarray(wait_s, float))
 
 
-__all__ = ["EnergyModel", "EnergyPreset", "ENERGY_PRESETS", "register_energy_preset", "energy_preset", "device_energy", "round_energy"]
+__all__ = ["EnergyModel", "DeviceEnergies", "EnergyPreset", "ENERGY_PRESETS", "register_energy_preset", "energy_preset", "device_energy", "round_energy"]

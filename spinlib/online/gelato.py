@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from ..decision import never_stops
 from ..roundcost import user_round_time
 from ..validation import ValidationError, check_positive
 from .anchors import first_true
@@ -91,6 +92,11 @@ class Gelato(Controller):
 class LyapunovOnly(Gelato):
     def __init__(self, env: Env, V: float = 10.0):
         super().__init__(env, V=V, eta=math.inf)
+
+    @never_stops
+    def stop(self, ctx, L_ref):
+        """``L_ref``: with ``eta = inf`` GELATO's entropy exit never fires (so this reads no observable)."""
+        return L_ref
 
 
 @register_controller("entropy-only", "GELATO's entropy early exit alone (L_ref = L_max, no energy queue)",

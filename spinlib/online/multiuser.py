@@ -79,11 +79,12 @@ from ..channel import RateModel
 from ..decision import BandContext, BandOutcome, Outcome, Plan, check_plan, never_stops  # noqa: F401
 from ..control.heterogeneous import solve_heterogeneous_sync
 from ..rounds import Allocation, evaluate
-from ..registry import Registry, declared_params
+from ..deciders import DECIDERS, DeciderEntry, Spec, check_playable, decider_spec, playable, register_decider
+from ..registry import Registry
 from ..scenario import Scenario
 from ..validation import ValidationError, check_int_range, check_nonnegative, check_positive
 from .energy import _energy_arrays, round_energy
-from .registry import ControllerEntry, ControllerSpec, parse_params
+from .registry import parse_params
 from .round_problem import maximise_round, round_objective
 
 MAX_SPARSE_CACHE = 4096  # replan-ratio: solutions kept per exact channel state (static / Markov fading repeat)
@@ -148,12 +149,13 @@ class MultiUserController:
 
 
 MULTIUSER_FAMILIES = ("multi-user", "user")
-REGISTRY: Registry[ControllerEntry] = Registry("controller", MULTIUSER_FAMILIES, forbidden=":,=")
-MULTIUSER_CONTROLLERS: dict[str, ControllerEntry] = REGISTRY.entries
+REGISTRY: Registry[DeciderEntry] = DECIDERS  # the one registry of deciders (spinlib.deciders)
+MULTIUSER_CONTROLLERS: dict[str, DeciderEntry] = REGISTRY.entries
 
 
 def register_multiuser_controller(name: str, description: str, *, family: str = "user", replace: bool = False):
-    """Class decorator: register a :class:`MultiUserController` subclass as ``name``.
+    """Class decorator: register a :class:`MultiUserController` subclass as ``name`` in the one decider
+    registry (:data:`spinlib.deciders.DECIDERS`), needing the cell (``cell-env``).
 
     Parameters are the keyword arguments (with defaults) of ``__init__(self, env, ...)``, as in
     :func:`spinlib.online.registry.register_controller` (the same rules: :class:`spinlib.registry.Registry`).
@@ -173,44 +175,34 @@ def register_multiuser_controller(name: str, description: str, *, family: str = 
 
     then ``python -m spinlib replan cell.json --plugin my_controllers.py --controllers equal-split:L=3``.
     """
-    REGISTRY.check_new(name, family)
-
-    def deco(cls):
-        if not (isinstance(cls, type) and issubclass(cls, MultiUserController)):
-            raise TypeError(f"controller {name!r} must be a subclass of spinlib.online.multiuser.MultiUserController")
-        params = declared_params(name, cls.__init__, skip=2, kind="controller")  # after self, env
-        REGISTRY.add(ControllerEntry(name, cls, description, params, family), cls, replace)
-        return cls
-
-    return deco
+    if family not in MULTIUSER_FAMILIES:
+        raise ValidationError(f"family must be one of {MULTIUSER_FAMILIES}, got {family!r}")
+    return register_decider(name, description, env="cell-env", family=family, base=MultiUserController,
+                            replace=replace)
 
 
-def get_multiuser_controller(name: str) -> ControllerEntry:
-    """The registered multi-user controller ``name``, or one line listing the registered names."""
-    return REGISTRY.get(name)
+def get_multiuser_controller(name: str) -> DeciderEntry:
+    """The registered decider ``name`` (any that re-planning plays), or one line listing the registered names."""
+    return check_playable(name, "replan")
 
 
 def multiuser_controller_names(family: str | None = None) -> list[str]:
-    return REGISTRY.names(family)
+    """The registered deciders re-planning plays: the cell's controllers and the per-user ones."""
+    return playable("replan", family)
 
 
-def mspec(name: str, label: str = "", **params) -> ControllerSpec:
-    """A checked :class:`~spinlib.online.registry.ControllerSpec` of a multi-user controller."""
-    REGISTRY.check_params(name, params)
-    return ControllerSpec(name, tuple(sorted(params.items())), label)
+def mspec(name: str, label: str = "", **params) -> Spec:
+    """A checked :class:`~spinlib.deciders.Spec` of a decider re-planning plays."""
+    check_playable(name, "replan")
+    return decider_spec(name, label, **params)
 
 
-def parse_mspec(text) -> ControllerSpec:
+def parse_mspec(text) -> Spec:
     """``"name"`` or ``"name:key=value,key=value"`` (:func:`spinlib.online.registry.parse_params`), or a spec."""
-    if isinstance(text, ControllerSpec):
+    if isinstance(text, Spec):
         return mspec(text.name, text.label, **text.kwargs)
     name, params = parse_params(text)
     return mspec(name, **params)
-
-
-def make_multiuser_controller(spec, env: MultiUserEnv) -> MultiUserController:
-    spec = parse_mspec(spec)
-    return get_multiuser_controller(spec.name).cls(env, **spec.kwargs)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -567,6 +559,6 @@ class EnergyQueue(MultiUserController):
 
 __all__ = ["MultiUserEnv", "Plan", "check_plan", "BandContext", "BandOutcome", "MultiUserController", "MULTIUSER_CONTROLLERS",
            "register_multiuser_controller", "get_multiuser_controller", "multiuser_controller_names", "mspec",
-           "parse_mspec", "make_multiuser_controller", "PlanOnAverage", "ServerOnly", "StaticPolicy", "ReplanRatio",
+           "parse_mspec", "PlanOnAverage", "ServerOnly", "StaticPolicy", "ReplanRatio",
            "ReplanDinkelbach", "ReplanBandwidth", "ReplanDrop", "ReplanCoordinate", "EnergyQueue", "LAMBDA_TOKENS",
            "REGISTRY"]

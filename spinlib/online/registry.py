@@ -1,4 +1,7 @@
-"""The open registry of online controllers: a controller is one class registered by a decorator.
+"""Per-user online controllers: a controller is one class registered by a decorator, in the one decider
+registry (:data:`spinlib.deciders.DECIDERS`, beside the multi-user controllers), needing a per-user
+environment (:class:`Env`); it plays wherever that is provided (the arena, the real engine, and
+re-planning when its ``stop`` reads no draft observables: :mod:`spinlib.deciders`).
 
 An online controller decides each round's draft length for ``K`` users at once (arrays ``[K]``).
 It subclasses :class:`Controller` and declares its parameters as keyword arguments (with
@@ -33,10 +36,10 @@ from typing import Any
 import numpy as np
 
 from ..decision import never_stops
-from ..registry import parse_params
-from ..registry import Registry, declared_params
-
-FAMILIES = ("specstop", "anchor", "gelato", "oracle", "multi-user", "user")
+from ..deciders import (DECIDERS, FAMILIES, DeciderEntry, Spec, as_spec, check_playable, decider_spec, playable,
+                        register_decider)
+from ..registry import Registry, parse_params
+from ..validation import ValidationError
 
 
 @dataclass(frozen=True)
@@ -102,93 +105,61 @@ class Controller:
         """Learn from the realised round ``out``."""
 
 
-@dataclass(frozen=True)
-class ControllerEntry:
-    name: str
-    cls: type
-    description: str
-    params: dict
-    family: str = "user"
+ControllerEntry = DeciderEntry  # one entry type for every decider (spinlib.deciders)
+REGISTRY: Registry[DeciderEntry] = DECIDERS  # the one registry of deciders, per-user and multi-user alike
+CONTROLLERS: dict[str, DeciderEntry] = REGISTRY.entries
 
 
-REGISTRY: Registry[ControllerEntry] = Registry("controller", FAMILIES, forbidden=":,=")
-CONTROLLERS: dict[str, ControllerEntry] = REGISTRY.entries
+def register_controller(name: str, description: str, *, family: str = "user", needs=(), replace: bool = False):
+    """Class decorator: register a :class:`Controller` subclass as ``name`` (module docstring) in the one
+    decider registry (:data:`spinlib.deciders.DECIDERS`), needing a per-user environment (plus
+    ``needs``, e.g. ``("true-survival",)`` for an oracle; ``draft-observables`` is added when its
+    ``stop`` reads them)."""
+    return register_decider(name, description, env="per-user-env", family=family, needs=needs, base=Controller,
+                            replace=replace)
 
 
-def register_controller(name: str, description: str, *, family: str = "user", replace: bool = False):
-    """Class decorator: register a :class:`Controller` subclass as ``name`` (module docstring)."""
-    REGISTRY.check_new(name, family)
-
-    def deco(cls):
-        if not (isinstance(cls, type) and issubclass(cls, Controller)):
-            raise TypeError(f"controller {name!r} must be a subclass of spinlib.online.Controller")
-        params = declared_params(name, cls.__init__, skip=2, kind="controller")  # after self, env
-        REGISTRY.add(ControllerEntry(name, cls, description, params, family), cls, replace)
-        return cls
-
-    return deco
-
-
-def get_controller(name: str) -> ControllerEntry:
+def get_controller(name: str) -> DeciderEntry:
     """The registered controller ``name``, or one line listing the registered names."""
     return REGISTRY.get(name)
 
 
-def controller_names(family: str | None = None) -> list[str]:
-    return REGISTRY.names(family)
+def controller_names(family: str | None = None, player: str = "arena") -> list[str]:
+    """The registered deciders ``player`` can play (:func:`spinlib.deciders.playable`; default the arena:
+    the per-user controllers), of one family."""
+    return playable(player, family)
 
 
 def check_controller_params(name: str, params: dict) -> None:
     REGISTRY.check_params(name, params)
 
 
-def make_controller(name: str, env: Env, **params) -> Controller:
-    """An instance of the registered controller ``name`` with its declared ``params``."""
+def make_controller(name: str, env: Env, *, player: str = "arena", **params) -> Controller:
+    """An instance of the registered controller ``name`` with its declared ``params``, built on a per-user
+    ``env``; one line if ``player`` (:data:`spinlib.deciders.PLAYERS`) cannot play it."""
+    entry = check_playable(name, player)
+    if "per-user-env" not in entry.needs:
+        raise ValidationError(f"controller {name!r} is built on the whole cell (a MultiUserEnv), not on a "
+                              f"per-user Env: play it with replan")
     check_controller_params(name, params)
-    return get_controller(name).cls(env, **params)
+    return entry.cls(env, **params)
 
 
-@dataclass(frozen=True)
-class ControllerSpec:
-    """A controller to run: its registered name, parameters and the label it is reported under."""
-
-    name: str
-    params: tuple = ()
-    label: str = ""
-
-    @property
-    def kwargs(self) -> dict:
-        return dict(self.params)
-
-    @property
-    def title(self) -> str:
-        if self.label:
-            return self.label
-        if not self.params:
-            return self.name
-        return self.name + ":" + ",".join(f"{k}={v}" for k, v in self.params)
+ControllerSpec = Spec  # the one spec type (spinlib.deciders.Spec)
 
 
-def cspec(name: str, label: str = "", **params) -> ControllerSpec:
-    """A :class:`ControllerSpec` (checked now: unknown names and parameters are one line)."""
-    check_controller_params(name, params)
-    return ControllerSpec(name, tuple(sorted(params.items())), label)
+def cspec(name: str, label: str = "", **params) -> Spec:
+    """A :class:`~spinlib.deciders.Spec` of a registered decider (checked now: unknown names and
+    parameters are one line)."""
+    return decider_spec(name, label, **params)
 
 
-def parse_spec(text: str) -> ControllerSpec:
+def parse_spec(text: str) -> Spec:
     """``"name"`` or ``"name:key=value,key=value"`` (:func:`parse_params`) as a checked spec."""
     name, params = parse_params(text)
     return cspec(name, **params)
 
 
-def as_spec(x) -> ControllerSpec:
-    if isinstance(x, ControllerSpec):
-        check_controller_params(x.name, x.kwargs)
-        return x
-    return parse_spec(x)
-
-
 __all__ = ["FAMILIES", "Env", "Controller", "ControllerEntry", "CONTROLLERS", "register_controller", "get_controller",
            "controller_names", "check_controller_params", "make_controller", "ControllerSpec", "cspec", "parse_params",
-           "parse_spec",
-           "as_spec"]
+           "parse_spec", "as_spec"]

@@ -21,6 +21,7 @@ import numpy as np
 from ..acceptance import prefix_table, sample_accepted, tokens_table
 from ..control.heterogeneous import BNB_FULL_USERS, solve_heterogeneous_sync
 from ..emulator.clock import sync_clock
+from ..emulator.config import ACCEPTANCE_MODELS
 from ..emulator.fading import Fading
 from ..emulator.testbed import MAX_ROUND_USER_CELLS
 from ..emulator.traces import Trace, trace_bits
@@ -30,15 +31,15 @@ from ..decision import BandContext, BandOutcome, check_decider, check_plan, read
 from ..rounds import Allocation, fixed_round_overhead, sync_round_time, uplink_time
 from ..scenario import Scenario
 from ..validation import ValidationError, check_int_range
-from .energy import ENERGY_PRESETS, device_energy, round_energy
-from .registry import ControllerSpec
+from .energy import ENERGY_PRESETS, DeviceEnergies, device_energy, round_energy
+from .registry import ControllerSpec, Env
 from .multiuser import MultiUserEnv, get_multiuser_controller, parse_mspec
 from .player import play_rounds
 from .round_problem import faded_rates
 
 MAX_USERS = BNB_FULL_USERS  # per-round solvers: heterogeneous-sync certifies to its tolerance up to this K
 MAX_ROUNDS = 100_000  # rounds per run: every round is a solve (about 10-100 ms each at K = 4-8)
-ACCEPTANCE = ("iid", "profile")
+ACCEPTANCE = ACCEPTANCE_MODELS  # the testbed's acceptance models
 
 
 # ----------------------------------------------------------------------------------------------
@@ -170,6 +171,27 @@ def multiuser_env(scenario: Scenario, config: ReplanConfig, average_plan: Alloca
                         device_energy(scenario, config.energy_preset))
 
 
+def cell_user_env(scenario: Scenario, config: ReplanConfig, energy: tuple, rng: np.random.Generator) -> Env:
+    """The per-user :class:`~spinlib.online.Env` of a cell, for a per-user controller (UCB-SpecStop, GELATO,
+    SpecDec++'s rule without its observables) that plays all ``K`` devices in re-planning.
+
+    What such a controller is told (our mapping; it learns the rest from the realised rounds): the
+    draft time ``t_d`` is the cell's mean ``tau_k`` (it knows one draft time); verification ``t0 + t1
+    (L + 1)`` as if it were alone in the batch (the shared batch costs ``t0 + t1 sum_k (L_k + 1)``,
+    which its outcomes show); the mean delay is the fixed feedback-plus-access time ``T_fb + T_acc``;
+    bits per token the scenario's payload; the uplink rate it sees (``ctx.rate``) is the rate at
+    the equal share ``B / K``; every device's own energy model (:class:`~spinlib.online.energy.DeviceEnergies`);
+    no energy budget; the acceptance law's prefix survival ``P(A_k >= i)`` (the sampler's, as the
+    arena gives an oracle its streams' survival). Its lengths get paper 1's bandwidth split.
+    """
+    return Env(K=scenario.num_users, L_max=config.L_max, t_d=float(np.mean(scenario.tau)),
+               t0=scenario.server.t0_s, t1=scenario.server.t1_s_per_token,
+               mean_delay_s=fixed_round_overhead(scenario), bits_per_token=float(scenario.payload.bits_per_token),
+               energy=DeviceEnergies(tuple(energy)), energy_budget_j=float("inf"), rng=rng,
+               survival=prefix_table(scenario, config.L_max, config.acceptance),
+               delay_levels_s=(fixed_round_overhead(scenario),))
+
+
 def fading_draws(scenario: Scenario, config: ReplanConfig) -> np.ndarray:
     """The fading ``h [R, K]`` every controller of a run sees (:func:`play`'s ``h``): drawn from
     ``numpy.random.default_rng(config.seed)`` after the ``R x K`` acceptance uniforms (the
@@ -246,8 +268,8 @@ def play(scenario: Scenario, controller, h: np.ndarray, config: ReplanConfig, la
     :class:`~spinlib.decision.BandOutcome`: :func:`spinlib.online.player.play_rounds` on a
     :class:`SharedBand`.
 
-    ``energy``: the devices' energy models (default: the controller's ``env.energy``, else
-    ``config.energy_preset``'s).
+    ``energy``: the devices' energy models (default: the controller's ``env.energy`` when it holds every
+    device's, else ``config.energy_preset``'s).
     """
     check_decider(controller, "controller")
     name = label or type(controller).__name__
@@ -256,8 +278,9 @@ def play(scenario: Scenario, controller, h: np.ndarray, config: ReplanConfig, la
                               f"not observe: mark its stop with spinlib.decision.never_stops, or play it in the arena")
     R, K = h.shape
     if energy is None:
-        env = getattr(controller, "env", None)
-        energy = env.energy if env is not None else device_energy(scenario, config.energy_preset)
+        known = getattr(getattr(controller, "env", None), "energy", None)
+        energy = known.models if isinstance(known, DeviceEnergies) else known if isinstance(known, tuple) \
+            else device_energy(scenario, config.energy_preset)
     band = SharedBand(scenario, h, config, energy)
     play_rounds(controller, band, f"controller {name!r}")
     Ls, bs, As, Es, pi, tau = band.L, band.b, band.A, band.E, band.pi, scenario.tau
@@ -286,8 +309,9 @@ def run_replan(scenario: Scenario, controllers, config: ReplanConfig | None = No
     Parameters
     ----------
     controllers : sequence of str or ControllerSpec
-        Registered names (``"name:key=value,..."``, :func:`multiuser_controller_names`) or
-        :func:`mspec` specs.
+        Registered names (``"name:key=value,..."``, :func:`multiuser_controller_names`: the cell's
+        controllers and the per-user ones, which play on :func:`cell_user_env`; one line for a
+        controller that stops on draft observables) or :func:`mspec` specs.
     config : ReplanConfig
     average_plan : Allocation, optional
         heterogeneous-sync on the average channel, if already solved.
@@ -305,11 +329,15 @@ def run_replan(scenario: Scenario, controllers, config: ReplanConfig | None = No
                               f"{MAX_ROUND_USER_CELLS:,} (memory grows with rounds x users)")
     env = multiuser_env(scenario, config, average_plan)
     h = fading_draws(scenario, config)
+    # a per-user controller's own generator: child i of the run's seed (one per spec, in order)
+    rngs = [np.random.default_rng(c) for c in np.random.SeedSequence(config.seed).spawn(len(specs))]
     out = []
-    for spec in specs:
+    for spec, rng in zip(specs, rngs):
         t = time.perf_counter()
-        ctrl = get_multiuser_controller(spec.name).cls(env, **spec.kwargs)
-        res = play(scenario, ctrl, h, config, spec.title)
+        entry = get_multiuser_controller(spec.name)
+        on = env if "cell-env" in entry.needs else cell_user_env(scenario, config, env.energy, rng)
+        ctrl = entry.cls(on, **spec.kwargs)
+        res = play(scenario, ctrl, h, config, spec.title, energy=env.energy)
         if timings:
             res.info["wall_s"] = time.perf_counter() - t
         out.append(res)
@@ -321,6 +349,7 @@ DEFAULT_CONTROLLERS = ("plan-on-average", "server-only", "replan-ratio", "replan
                        "replan-drop", "replan-coordinate", "energy-queue")
 
 
-__all__ = ["MAX_USERS", "MAX_ROUNDS", "ACCEPTANCE", "ReplanConfig", "ReplanResult", "multiuser_env", "fading_draws",
+__all__ = ["MAX_USERS", "MAX_ROUNDS", "ACCEPTANCE", "ReplanConfig", "ReplanResult", "multiuser_env", "cell_user_env",
+           "fading_draws",
            "SharedBand", "play",
            "run_replan", "DEFAULT_CONTROLLERS"]

@@ -197,7 +197,7 @@ class UCBSpecStopToken(UCBSpecStop):
 
 @register_controller("specstop-known", "optimal stopping rule with known statistics (oracle: the stream's survival "
                      "or its i.i.d. fit; csi=state: the state-dependent threshold of each round's uplink cost)",
-                     family="oracle")
+                     family="oracle", needs=("true-survival",))
 class SpecStopKnown(Controller):
     """The optimal stopping rule with the streams' statistics known (an oracle, not a learner).
 
