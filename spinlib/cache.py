@@ -151,7 +151,7 @@ def _key_default(x):
         return sorted(x) if isinstance(x, (set, frozenset)) else list(x)
     if callable(x) and hasattr(x, "__qualname__"):
         return cache_name(x)
-    if callable(getattr(x, "cache_key_form", None)) and not isinstance(x, type):  # e.g. spinlib.deciders.Spec
+    if callable(getattr(x, "cache_key_form", None)) and not isinstance(x, type):  # e.g. spinlib.online.deciders.Spec
         return x.cache_key_form()
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         # the fields that define the object (compare=True): diagnostics such as Allocation.info

@@ -284,7 +284,7 @@ def _real_controller(cspec, args, pair: str, payload):
 
 def cmd_generate(args) -> int:
     if args.list_controllers:
-        from .deciders import playable
+        from .online.deciders import playable
         from .online.registry import REGISTRY as CONTROLLERS
 
         print("\n".join(CONTROLLERS.listing(16, playable("engine-with-survival"))))
@@ -318,7 +318,7 @@ def cmd_generate(args) -> int:
         from .validation import check_int_range, check_nonnegative
 
         cspec = parse_spec(args.controller)
-        from .deciders import check_playable
+        from .online.deciders import check_playable
 
         check_playable(cspec.name, "engine-with-survival")  # by capability, before a model loads
         check_int_range("--L-max", args.L_max, 1, 64)

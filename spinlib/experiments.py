@@ -35,7 +35,7 @@ import numpy as np
 
 from .control import get_policy, register_policy, solve
 from .control.registry import Policy, check_params
-from .deciders import Spec
+from .online.deciders import Spec
 from .presets import MEASURED_PRESETS, get_preset, random_scenario
 from .rounds import evaluate
 from .scenario import Payload, Scenario
@@ -51,11 +51,11 @@ METRICS = ("goodput", "server_utilisation", "capacity_limited_goodput", "ul_shar
 # ----------------------------------------------------------------------------------------------
 # Policy specs
 # ----------------------------------------------------------------------------------------------
-PolicySpec = Spec  # the one spec type (spinlib.deciders.Spec), kind "policy"
+PolicySpec = Spec  # the one spec type (spinlib.online.deciders.Spec), kind "policy"
 
 
 def spec(policy: str, label: str = "", **params) -> Spec:
-    """A checked policy :class:`~spinlib.deciders.Spec` (unknown policies and parameters: one line); its label
+    """A checked policy :class:`~spinlib.online.deciders.Spec` (unknown policies and parameters: one line); its label
     defaults to ``policy`` or ``policy/round_model`` when a round model is given:
     ``spec("equal", draft_length=4, round_model="async")`` -> label ``"equal/async"``."""
     check_params(policy, params)

@@ -142,7 +142,7 @@ class Registry(Generic[E]):
     def listing(self, width: int = 20, only=None) -> list[str]:
         """One line per entry (those named in ``only``, if given) for ``--list-policies`` /
         ``--list-controllers``: name, family, description, declared parameters with their defaults and,
-        for a decider, what it needs from the player (:mod:`spinlib.deciders`)."""
+        for a decider, what it needs from the player (:mod:`spinlib.online.deciders`)."""
         lines = []
         for name, e in self.entries.items():
             if only is not None and name not in only:

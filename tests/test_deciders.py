@@ -1,4 +1,4 @@
-"""The one decider registry (spinlib.deciders): capabilities, players that refuse by capability in one
+"""The one decider registry (spinlib.online.deciders): capabilities, players that refuse by capability in one
 line, per-user controllers in re-planning, the one spec type and its cache keys, and a CLI built
 from the library's tables.
 
@@ -16,7 +16,7 @@ import json
 import numpy as np
 import pytest
 
-from spinlib import deciders as dc
+from spinlib.online import deciders as dc
 from spinlib.cache import key_form
 from spinlib.decision import FixedLength, never_stops
 from spinlib.emulator import Fading

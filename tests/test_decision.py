@@ -16,7 +16,7 @@ import torch
 
 from spinlib.decision import FixedLength, Outcome, RoundContext, check_lengths
 from spinlib.online import Env, energy_preset, make_controller
-from spinlib.deciders import playable
+from spinlib.online.deciders import playable
 from spinlib.validation import ValidationError
 from spinlib.sd.engine import speculative_generate, target_generate
 from spinlib.sd.toy import BigramLM

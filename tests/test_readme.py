@@ -52,6 +52,14 @@ def test_readme_snippet_runs(section, tmp_path):
         assert "static-policy of heterogeneous-sync equals plan-on-average: True" in r.stdout, r.stdout
         static = re.findall(r"^(\S+) +[\d.]+ token/s, mean L ([\d.]+)$", r.stdout, flags=re.M)
         assert [(n, float(L)) for n, L in static][1:] == [("equal", 2.0), ("server-only", 0.0)], r.stdout
+        learners = re.findall(r"^(\S+) +([\d.]+) token/s as a per-user learner, mean L ([\d.]+)$", r.stdout, flags=re.M)
+        assert [n for n, _, _ in learners] == ["ucb-specstop", "hf-heuristic", "fixed:L=2"], r.stdout
+        assert all(float(g) > 0 for _, g, _ in learners) and float(learners[2][2]) == 2.0, r.stdout
+        from spinlib.online.deciders import PLAYERS, playable
+        for player in PLAYERS:
+            n = len(playable(player)) + (player == "replan")  # the snippet's own strong-half plays in replan
+            assert f"{player:21s} plays {n} registered deciders" in r.stdout, r.stdout
+        assert "refused: controller 'specdec++' needs the draft's per-position confidence" in r.stdout, r.stdout
     elif section == "Add your own study":
         assert "interrupted after 2 tasks" in r.stdout, r.stdout  # K = 3's two seeds, stored
         assert "__main__.gain_study 4 records, 4 tasks computed; same: True" in r.stdout, r.stdout

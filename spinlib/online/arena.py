@@ -49,7 +49,7 @@ from ..validation import ValidationError, check_int_range, check_nonnegative, ch
 from ..emulator.testbed import MAX_ROUND_USER_CELLS
 from .energy import EnergyModel, energy_preset
 from .player import play_rounds
-from ..deciders import check_playable
+from .deciders import check_playable
 from .registry import ControllerSpec, Env, as_spec, make_controller
 from .stopping import survival_from_accept
 from .traces import PromptTrace, run_lengths
@@ -534,7 +534,7 @@ def run_arena(controllers, streams: list[Stream], config: ArenaConfig, *, seed: 
     specs: list[ControllerSpec] = [as_spec(c) for c in controllers]
     if not specs:
         raise ValidationError("controllers must name at least one registered controller")
-    for s in specs:  # by capability, before any work (spinlib.deciders)
+    for s in specs:  # by capability, before any work (spinlib.online.deciders)
         check_playable(s.name, "arena")
     labels = [s.title for s in specs]
     if len(set(labels)) != len(labels):

@@ -132,7 +132,7 @@ def cmd_arena(args) -> int:
     from ..emulator.fading import Fading
     from ..validation import check_int_range
     from .arena import ArenaConfig, Stream, run_arena
-    from ..deciders import playable
+    from .deciders import playable
     from .registry import REGISTRY
 
     if args.list_controllers:
@@ -211,7 +211,7 @@ def cmd_replan(args) -> int:
     from ..emulator.fading import Fading
     from ..scenario import Scenario
     from ..validation import ValidationError
-    from ..deciders import playable
+    from .deciders import playable
     from .multiuser import REGISTRY, parse_mspec
     from .replan import ReplanConfig, run_replan
 

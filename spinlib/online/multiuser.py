@@ -79,7 +79,7 @@ from ..channel import RateModel
 from ..decision import BandContext, BandOutcome, Outcome, Plan, check_plan, never_stops  # noqa: F401
 from ..control.heterogeneous import solve_heterogeneous_sync
 from ..rounds import Allocation, evaluate
-from ..deciders import DECIDERS, DeciderEntry, Spec, check_playable, decider_spec, playable, register_decider
+from .deciders import DECIDERS, DeciderEntry, Spec, check_playable, decider_spec, playable, register_decider
 from ..registry import Registry
 from ..scenario import Scenario
 from ..validation import ValidationError, check_int_range, check_nonnegative, check_positive
@@ -149,13 +149,13 @@ class MultiUserController:
 
 
 MULTIUSER_FAMILIES = ("multi-user", "user")
-REGISTRY: Registry[DeciderEntry] = DECIDERS  # the one registry of deciders (spinlib.deciders)
+REGISTRY: Registry[DeciderEntry] = DECIDERS  # the one registry of deciders (spinlib.online.deciders)
 MULTIUSER_CONTROLLERS: dict[str, DeciderEntry] = REGISTRY.entries
 
 
 def register_multiuser_controller(name: str, description: str, *, family: str = "user", replace: bool = False):
     """Class decorator: register a :class:`MultiUserController` subclass as ``name`` in the one decider
-    registry (:data:`spinlib.deciders.DECIDERS`), needing the cell (``cell-env``).
+    registry (:data:`spinlib.online.deciders.DECIDERS`), needing the cell (``cell-env``).
 
     Parameters are the keyword arguments (with defaults) of ``__init__(self, env, ...)``, as in
     :func:`spinlib.online.registry.register_controller` (the same rules: :class:`spinlib.registry.Registry`).
@@ -192,7 +192,7 @@ def multiuser_controller_names(family: str | None = None) -> list[str]:
 
 
 def mspec(name: str, label: str = "", **params) -> Spec:
-    """A checked :class:`~spinlib.deciders.Spec` of a decider re-planning plays."""
+    """A checked :class:`~spinlib.online.deciders.Spec` of a decider re-planning plays."""
     check_playable(name, "replan")
     return decider_spec(name, label, **params)
 

@@ -1,7 +1,7 @@
 """Per-user online controllers: a controller is one class registered by a decorator, in the one decider
-registry (:data:`spinlib.deciders.DECIDERS`, beside the multi-user controllers), needing a per-user
+registry (:data:`spinlib.online.deciders.DECIDERS`, beside the multi-user controllers), needing a per-user
 environment (:class:`Env`); it plays wherever that is provided (the arena, the real engine, and
-re-planning when its ``stop`` reads no draft observables: :mod:`spinlib.deciders`).
+re-planning when its ``stop`` reads no draft observables: :mod:`spinlib.online.deciders`).
 
 An online controller decides each round's draft length for ``K`` users at once (arrays ``[K]``).
 It subclasses :class:`Controller` and declares its parameters as keyword arguments (with
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..decision import never_stops
-from ..deciders import (DECIDERS, FAMILIES, DeciderEntry, Spec, as_spec, check_playable, decider_spec, playable,
+from .deciders import (DECIDERS, FAMILIES, DeciderEntry, Spec, as_spec, check_playable, decider_spec, playable,
                         register_decider)
 from ..registry import Registry, parse_params
 from ..validation import ValidationError
@@ -105,14 +105,14 @@ class Controller:
         """Learn from the realised round ``out``."""
 
 
-ControllerEntry = DeciderEntry  # one entry type for every decider (spinlib.deciders)
+ControllerEntry = DeciderEntry  # one entry type for every decider (spinlib.online.deciders)
 REGISTRY: Registry[DeciderEntry] = DECIDERS  # the one registry of deciders, per-user and multi-user alike
 CONTROLLERS: dict[str, DeciderEntry] = REGISTRY.entries
 
 
 def register_controller(name: str, description: str, *, family: str = "user", needs=(), replace: bool = False):
     """Class decorator: register a :class:`Controller` subclass as ``name`` (module docstring) in the one
-    decider registry (:data:`spinlib.deciders.DECIDERS`), needing a per-user environment (plus
+    decider registry (:data:`spinlib.online.deciders.DECIDERS`), needing a per-user environment (plus
     ``needs``, e.g. ``("true-survival",)`` for an oracle; ``draft-observables`` is added when its
     ``stop`` reads them)."""
     return register_decider(name, description, env="per-user-env", family=family, needs=needs, base=Controller,
@@ -125,7 +125,7 @@ def get_controller(name: str) -> DeciderEntry:
 
 
 def controller_names(family: str | None = None, player: str = "arena") -> list[str]:
-    """The registered deciders ``player`` can play (:func:`spinlib.deciders.playable`; default the arena:
+    """The registered deciders ``player`` can play (:func:`spinlib.online.deciders.playable`; default the arena:
     the per-user controllers), of one family."""
     return playable(player, family)
 
@@ -136,7 +136,7 @@ def check_controller_params(name: str, params: dict) -> None:
 
 def make_controller(name: str, env: Env, *, player: str = "arena", **params) -> Controller:
     """An instance of the registered controller ``name`` with its declared ``params``, built on a per-user
-    ``env``; one line if ``player`` (:data:`spinlib.deciders.PLAYERS`) cannot play it."""
+    ``env``; one line if ``player`` (:data:`spinlib.online.deciders.PLAYERS`) cannot play it."""
     entry = check_playable(name, player)
     if "per-user-env" not in entry.needs:
         raise ValidationError(f"controller {name!r} is built on the whole cell (a MultiUserEnv), not on a "
@@ -145,11 +145,11 @@ def make_controller(name: str, env: Env, *, player: str = "arena", **params) -> 
     return entry.cls(env, **params)
 
 
-ControllerSpec = Spec  # the one spec type (spinlib.deciders.Spec)
+ControllerSpec = Spec  # the one spec type (spinlib.online.deciders.Spec)
 
 
 def cspec(name: str, label: str = "", **params) -> Spec:
-    """A :class:`~spinlib.deciders.Spec` of a registered decider (checked now: unknown names and
+    """A :class:`~spinlib.online.deciders.Spec` of a registered decider (checked now: unknown names and
     parameters are one line)."""
     return decider_spec(name, label, **params)
 

@@ -35,9 +35,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from .decision import reads_confidence
-from .registry import Registry, declared_params, parse_params
-from .validation import ValidationError
+from ..decision import reads_confidence
+from ..registry import Registry, declared_params, parse_params
+from ..validation import ValidationError
 
 #: capability -> what it means (module docstring)
 CAPABILITIES = {
