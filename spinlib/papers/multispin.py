@@ -371,17 +371,27 @@ __all__ = ["L_MAX", "FIXED_LENGTH", "MultiSpinCell", "Solution", "POLICIES", "ch
 # ------------------------------------------------------------------------------------------------------------------
 # Beyond the paper: a certified optimum of (P2) for any K (ours)
 # ------------------------------------------------------------------------------------------------------------------
-def max_tokens_within(cell: MultiSpinCell, phi: float):
+FIT_TOL = 1e-12  # max_tokens_within: the budget row checked in floating point to this fraction of B
+
+
+def max_tokens_within(cell: MultiSpinCell, phi: float, *, bound: bool = False):
     """``M(phi) = max sum_k E[N_k | L_k]`` over ``L in 1..L_max`` with makespan at most ``phi`` [s], and its lengths.
 
     Lemma 3's split finishes by ``phi`` iff ``sum_k Q^tok L_k / (r_k (phi - L_k T^S_k)) <= B``: a multiple-choice
-    knapsack (one length per device, costs convex and tokens concave in ``L``), solved exactly as a MILP by HiGHS
-    (``scipy.optimize.milp``, ``mip_rel_gap = 0``; the budget row to HiGHS's feasibility tolerance, ~1e-9 of ``B``).
+    knapsack (one length per device, costs convex and tokens concave in ``L``), solved as a MILP by HiGHS
+    (``scipy.optimize.milp``, ``mip_rel_gap = 0``). HiGHS meets the budget row to its feasibility tolerance (we
+    measured lengths 1.8e-7 of ``B`` over it), so the lengths are checked against the budget in floating point (to
+    :data:`FIT_TOL` of ``B``, the rounding of a sum of ``K`` terms) and, if over, cut off by a no-good row (that vector
+    alone) and solved again: the returned lengths always finish by ``phi``, and ``M`` is their expected tokens,
+    the exact ``M(phi)`` to HiGHS's optimality tolerance. With ``bound=True`` the last solve's dual bound is returned
+    too, an upper bound of ``M(phi)`` (to HiGHS's LP tolerances; only over-budget vectors were cut): ``(M, L, U)``,
+    ``U >= M``.
     Returns ``(M, L)``, or ``(-inf, None)`` when no length vector fits (some device cannot draft one token by ``phi``).
     """
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     K, Lm = cell.K, cell.L_max
+    none = (-np.inf, None, -np.inf) if bound else (-np.inf, None)
     Ls = np.arange(1, Lm + 1, dtype=float)
     slack = phi - Ls[None, :] * cell.draft_s[:, None]  # [K, L_max]
     with np.errstate(divide="ignore"):
@@ -389,29 +399,39 @@ def max_tokens_within(cell: MultiSpinCell, phi: float):
     cost = cost / cell.bandwidth_hz
     ok = cost <= 1.0
     if not ok[:, 0].all():
-        return -np.inf, None
+        return none
     value = expected_tokens(cell, np.broadcast_to(Ls, (K, Lm)).T).T  # [K, L_max]
     idx = np.argwhere(ok)  # the variables: (device, length - 1) pairs that fit alone
     n = len(idx)
     one_each = np.zeros((K, n))
     one_each[idx[:, 0], np.arange(n)] = 1.0
-    cons = [LinearConstraint(one_each, 1.0, 1.0), LinearConstraint(cost[idx[:, 0], idx[:, 1]][None, :], -np.inf, 1.0)]
-    res = milp(-value[idx[:, 0], idx[:, 1]], constraints=cons, integrality=np.ones(n), bounds=Bounds(0, 1),
-               options={"mip_rel_gap": 0.0, "presolve": True})
-    if res.x is None:
-        return -np.inf, None
-    chosen = idx[res.x > 0.5]
-    L = np.zeros(K, dtype=np.int64)
-    L[chosen[:, 0]] = chosen[:, 1] + 1
-    return float(value[chosen[:, 0], chosen[:, 1]].sum()), L
+    row = cost[idx[:, 0], idx[:, 1]]
+    cons = [LinearConstraint(one_each, 1.0, 1.0), LinearConstraint(row[None, :], -np.inf, 1.0)]
+    for _ in range(50):
+        res = milp(-value[idx[:, 0], idx[:, 1]], integrality=np.ones(n), bounds=Bounds(0, 1), constraints=cons,
+                   options={"mip_rel_gap": 0.0, "presolve": True})
+        if res.x is None:
+            return none
+        pick = res.x > 0.5
+        chosen = idx[pick]
+        M = float(value[chosen[:, 0], chosen[:, 1]].sum())
+        if float(row[pick].sum()) <= 1.0 + FIT_TOL:
+            L = np.zeros(K, dtype=np.int64)
+            L[chosen[:, 0]] = chosen[:, 1] + 1
+            upper = float(-res.mip_dual_bound) if np.isfinite(res.mip_dual_bound) else M
+            return (M, L, max(upper, M)) if bound else (M, L)
+        # over the budget by HiGHS's tolerance: cut this vector off (no other vector is lost) and solve again
+        cons.append(LinearConstraint(pick[None, :].astype(float), -np.inf, K - 1.0))
+    raise RuntimeError(f"max_tokens_within: 50 vectors in a row over the budget by HiGHS's tolerance at phi = {phi!r}")
 
 
 def certified_optimum(cell: MultiSpinCell, gap: float = 1e-6, max_nodes: int = 5000) -> Solution:
     """The optimum of (P2) with a certified bound (ours; the paper solves it by Algorithm 1's grid).
 
     ``max_L sum_k E[N_k] / (phi(L) + T^ver)`` is ``max_phi M(phi) / (phi + T^ver)`` (:func:`max_tokens_within`), with
-    ``M`` non-decreasing. On a makespan interval ``[phi_a, phi_b]`` no solution beats ``M(phi_b) / (phi_a + T^ver)``;
-    the lengths that attain ``M(phi_b)`` are feasible and scored exactly (Lemma 3). Best-first over intervals, split at
+    ``M`` non-decreasing. On a makespan interval ``[phi_a, phi_b]`` no solution beats ``U(phi_b) / (phi_a + T^ver)``,
+    ``U >= M`` the MILP's dual bound (:func:`max_tokens_within` with ``bound=True``); the lengths it returns are
+    feasible and scored exactly (Lemma 3). Best-first over intervals, split at
     the midpoint, from ``[theta*, phi(L_max, ..., L_max)]``, until the best open bound is within ``gap`` (relative) of
     the incumbent or ``max_nodes`` intervals were split. The solution's ``info``: ``upper_bound`` [token/s], ``gap``,
     ``status`` ("optimal" when ``gap`` was reached, else "node_limit"), ``nodes``.
@@ -433,7 +453,7 @@ def certified_optimum(cell: MultiSpinCell, gap: float = 1e-6, max_nodes: int = 5
             if G > best["G"]:
                 best.update(G=G, L=L)
 
-    M_hi, L_hi = max_tokens_within(cell, hi)
+    _, L_hi, M_hi = max_tokens_within(cell, hi, bound=True)  # M_hi: an upper bound of M(hi)
     offer(L_hi)
     offer(np.ones(cell.K, dtype=np.int64))
     heap = [(-M_hi / (lo + tv), lo, hi, M_hi)]
@@ -444,7 +464,7 @@ def certified_optimum(cell: MultiSpinCell, gap: float = 1e-6, max_nodes: int = 5
             break
         _, a, b, Mb = heapq.heappop(heap)
         m = 0.5 * (a + b)
-        Mm, Lm_ = max_tokens_within(cell, m)
+        _, Lm_, Mm = max_tokens_within(cell, m, bound=True)
         offer(Lm_)
         nodes += 1
         for (x, y, My) in ((a, m, Mm), (m, b, Mb)):
