@@ -74,6 +74,14 @@ def count_text(n: int) -> str:
     return f"{n:,}" if abs(n) < 10**18 else f"about 10^{int(n.bit_length() * math.log10(2))}"
 
 
+def check_bool(name: str, value: Any) -> bool:
+    """Return ``value`` if it is ``True`` or ``False`` (a flag), else one line: ``"false"``, ``0`` or ``None`` is
+    not read as a flag (a truthy string would switch it on)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValidationError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def check_int_range(name: str, value: Any, lo: int, hi: int | None = None) -> int:
     """Return ``int(value)`` or raise if it is not an integer in ``[lo, hi]``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -124,5 +132,5 @@ def check_alpha(name: str, value: Any) -> float:
     return v
 
 
-__all__ = ["ValidationError", "check_real", "check_positive", "check_nonnegative", "PHYSICAL_RANGES", "check_physical",
+__all__ = ["ValidationError", "check_bool", "check_real", "check_positive", "check_nonnegative", "PHYSICAL_RANGES", "check_physical",
            "count_text", "check_int_range", "check_keys", "field_names", "required_fields", "check_alpha"]

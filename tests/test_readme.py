@@ -127,5 +127,6 @@ def test_readme_multiuser_limits_match_the_code():
     ratio = MU.get_multiuser_controller("replan-ratio").params
     assert f"at a node budget of {ratio['max_nodes']} by default" in text
     assert f"Up to {replan.MAX_USERS} users" in text and f"and {replan.MAX_ROUNDS:,} rounds per run" in text
+    assert f"may use at most {replan.REPLAN_NODE_BUDGET:,} nodes in a run (`REPLAN_NODE_BUDGET`" in text
 
 

@@ -45,7 +45,7 @@ import numpy as np
 from ..decision import Outcome, check_lengths, never_stops
 from ..emulator.fading import Fading
 from ..roundcost import user_round_time
-from ..validation import ValidationError, check_int_range, check_nonnegative, check_positive
+from ..validation import ValidationError, check_bool, check_int_range, check_nonnegative, check_positive
 from ..emulator.testbed import MAX_ROUND_USER_CELLS
 from .energy import EnergyModel, energy_preset
 from .player import play_rounds
@@ -544,8 +544,9 @@ def run_arena(controllers, streams: list[Stream], config: ArenaConfig, *, seed: 
                               "replayed)")
     check_int_range("n_seeds", n_seeds, 1, 100_000)
     check_int_range("seed", seed, 0)
+    check_bool("allow_long", allow_long)
     work = config.rounds * config.users * n_seeds * len(specs)
-    if work > ARENA_WORK_LIMIT and allow_long is not True:
+    if work > ARENA_WORK_LIMIT and not allow_long:
         raise ValidationError(f"the arena would play {work:,} user-rounds (rounds x users x seeds x controllers), past "
                               f"its budget of {ARENA_WORK_LIMIT:,}; pass allow_long=True (arena --allow-long) to run it")
     root = np.random.default_rng(seed)

@@ -201,6 +201,8 @@ def add_replan_parser(subparsers):
     p.add_argument("--energy-preset", default="phone-soc", help="device energy preset (see --list-energy-presets)")
     p.add_argument("--list-energy-presets", action="store_true", help="list the device energy presets and exit")
     p.add_argument("--json", action="store_true", help="print the records as JSON")
+    p.add_argument("--allow-long", action="store_true", help="let a certified per-round search run past its node "
+                   "budget (spinlib.online.replan.REPLAN_NODE_BUDGET nodes per controller and run)")
     p.set_defaults(func=cmd_replan)
     return p
 
@@ -227,7 +229,7 @@ def cmd_replan(args) -> int:
         raise ValidationError("replan needs a scenario file (or --list-controllers)")
     specs = _split_specs(args.controllers, parse_mspec)
     cfg = ReplanConfig(rounds=args.rounds, seed=args.seed, fading=Fading(args.fading), L_max=args.L_max,
-                       acceptance=args.acceptance, energy_preset=args.energy_preset)
+                       acceptance=args.acceptance, energy_preset=args.energy_preset, allow_long=args.allow_long)
     scenario = Scenario.from_json(args.scenario)
     results = run_replan(scenario, specs, cfg)
     rows = [r.record() for r in results]

@@ -30,7 +30,7 @@ from ..control.bandwidth import min_makespan_bandwidth
 from ..decision import BandContext, BandOutcome, check_decider, check_plan, reads_confidence
 from ..rounds import Allocation, fixed_round_overhead, sync_round_time, uplink_time
 from ..scenario import Scenario
-from ..validation import ValidationError, check_int_range
+from ..validation import ValidationError, check_bool, check_int_range
 from .energy import ENERGY_PRESETS, DeviceEnergies, device_energy, round_energy
 from .registry import ControllerSpec, Env
 from .multiuser import MultiUserEnv, get_multiuser_controller, parse_mspec
@@ -39,6 +39,10 @@ from .round_problem import faded_rates
 
 MAX_USERS = BNB_FULL_USERS  # per-round solvers: heterogeneous-sync certifies to its tolerance up to this K
 MAX_ROUNDS = 100_000  # rounds per run: every round is a solve (about 10-100 ms each at K = 4-8)
+#: nodes of certified per-round search (replan-dinkelbach, energy-queue) one controller may use in a run unless
+#: allow_long: about 10,000 nodes/s on this 2-core machine, so about 10 minutes (at K = 20 one round takes
+#: about 130,000 nodes to the default tolerance; at K = 8 about 200)
+REPLAN_NODE_BUDGET = 6_000_000
 ACCEPTANCE = ACCEPTANCE_MODELS  # the testbed's acceptance models
 
 
@@ -66,6 +70,9 @@ class ReplanConfig:
         Device energy (:func:`device_energy`).
     confidence : float
         Level of the goodput interval, in (0, 1).
+    allow_long : bool
+        Let a controller's certified per-round search run past :data:`REPLAN_NODE_BUDGET` nodes (refused
+        otherwise, one line, as soon as its node count projects past the budget).
     """
 
     rounds: int = 500
@@ -75,9 +82,11 @@ class ReplanConfig:
     acceptance: str = "iid"
     energy_preset: str = "phone-soc"
     confidence: float = 0.99
+    allow_long: bool = False
 
     def __post_init__(self) -> None:
         check_int_range("rounds", self.rounds, 2, MAX_ROUNDS)
+        check_bool("allow_long", self.allow_long)
         check_int_range("seed", self.seed, 0)
         check_int_range("L_max", self.L_max, 1, 64)
         if not isinstance(self.fading, Fading):
@@ -168,7 +177,8 @@ def multiuser_env(scenario: Scenario, config: ReplanConfig, average_plan: Alloca
     if average_plan is None:  # once per cell: the solver's default node budget (certified to 1e-9)
         average_plan = solve_heterogeneous_sync(scenario, config.L_max)
     return MultiUserEnv(scenario, config.L_max, tokens_table(scenario, config.L_max), average_plan,
-                        device_energy(scenario, config.energy_preset))
+                        device_energy(scenario, config.energy_preset), config.rounds,
+                        None if config.allow_long else REPLAN_NODE_BUDGET)
 
 
 def cell_user_env(scenario: Scenario, config: ReplanConfig, energy: tuple, rng: np.random.Generator) -> Env:
@@ -349,7 +359,7 @@ DEFAULT_CONTROLLERS = ("plan-on-average", "server-only", "replan-ratio", "replan
                        "replan-drop", "replan-coordinate", "energy-queue")
 
 
-__all__ = ["MAX_USERS", "MAX_ROUNDS", "ACCEPTANCE", "ReplanConfig", "ReplanResult", "multiuser_env", "cell_user_env",
+__all__ = ["MAX_USERS", "MAX_ROUNDS", "REPLAN_NODE_BUDGET", "ACCEPTANCE", "ReplanConfig", "ReplanResult", "multiuser_env", "cell_user_env",
            "fading_draws",
            "SharedBand", "play",
            "run_replan", "DEFAULT_CONTROLLERS"]

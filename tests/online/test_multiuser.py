@@ -330,3 +330,38 @@ def test_cli_replan(tmp_path):
         assert r.stderr.count("\n") == 1 and r.stderr.startswith("spinlib: error:") and word in r.stderr, r.stderr
     r = _cli("replan", str(tmp_path / "missing.json"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# the run's budget of certified per-round search
+# ---------------------------------------------------------------------------------------------
+def test_certified_search_is_refused_once_it_projects_past_the_run_budget(monkeypatch):
+    """A budget that does not bind changes nothing (bit for bit); one that does refuses in one line, from node
+    counts (the same on every machine); allow_long lifts it."""
+    s = random_scenario(7, 11)
+    cfg = rep.ReplanConfig(rounds=40, seed=3, fading=Fading("rayleigh"))
+    free = rep.run_replan(s, ["replan-dinkelbach", "energy-queue"], rep.ReplanConfig(**{**cfg.__dict__, "allow_long": True}))
+    capped = rep.run_replan(s, ["replan-dinkelbach", "energy-queue"], cfg)
+    for a, b in zip(free, capped):
+        assert np.array_equal(a.draft_lengths, b.draft_lengths) and a.goodput_tokens_per_s == b.goodput_tokens_per_s
+        assert 0 < a.info["search_nodes"] == b.info["search_nodes"] < rep.REPLAN_NODE_BUDGET
+    used = free[0].info["search_nodes"]
+    monkeypatch.setattr(rep, "REPLAN_NODE_BUDGET", used // 4)
+    for name in ("replan-dinkelbach", "energy-queue"):
+        with pytest.raises(ValidationError) as e:
+            rep.run_replan(s, [name], cfg)
+        msg = str(e.value)
+        assert "\n" not in msg and name in msg and f"budget of {used // 4:,} nodes" in msg and "allow_long" in msg
+    again = rep.run_replan(s, ["replan-dinkelbach"], rep.ReplanConfig(**{**cfg.__dict__, "allow_long": True}))
+    assert np.array_equal(again[0].draft_lengths, free[0].draft_lengths)
+
+
+@pytest.mark.parametrize("flag", [0, 1, "true", "false", None, 1.0, [True]])
+def test_allow_long_is_a_flag_not_a_truthy_value(flag):
+    with pytest.raises(ValidationError, match="allow_long must be True or False"):
+        rep.ReplanConfig(allow_long=flag)
+    from spinlib.online import ArenaConfig, Stream, run_arena
+
+    with pytest.raises(ValidationError, match="allow_long must be True or False"):
+        run_arena(["fixed"], [Stream.synthetic(0.7, 20, np.random.default_rng(0))], ArenaConfig(rounds=5),
+                  allow_long=flag)
