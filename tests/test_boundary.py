@@ -347,3 +347,14 @@ def test_our_own_records_may_hold_an_undefined_statistic_and_are_still_trusted(t
     for _ in range(3):
         v = cached("nan", {"x": 1}, compute, cache_dir=tmp_path)
     assert len(calls) == 1 and v["mixture"] != v["mixture"] and v["limit"] == float("inf")
+
+
+@given(st.one_of(st.none(), st.integers(), st.floats(allow_nan=True), st.text(max_size=6), st.lists(st.booleans(),
+                                                                                                     max_size=2)))
+def test_a_flag_is_true_or_false_and_nothing_truthy(value):
+    """``check_bool``: every flag of the library (``allow_long`` of the arena and re-planning) takes only a bool."""
+    from spinlib.validation import check_bool
+
+    with pytest.raises(ValidationError, match="must be True or False"):
+        check_bool("flag", value)
+    assert check_bool("flag", True) is True and check_bool("flag", np.bool_(False)) is False
