@@ -31,8 +31,8 @@ from ..modes import mode_names, parse_modes
 from ..roundcost import makespan, sync_round_time
 from ..scenario import Payload
 from ..validation import ValidationError
-from .drafters import as_drafter
-from .engine import DEFAULT_PAYLOAD, CachedLM, RoundRecord, accept_drafts, decider_setup, draft_confidence
+from .drafters import Drafter, as_drafter
+from .engine import DEFAULT_PAYLOAD, CachedLM, RoundRecord, accept_drafts, decider_setup, stop_rule
 
 
 def _layers(cache) -> list:
@@ -139,9 +139,9 @@ def batched_sync_generate(target, draft, prompts: list[list[int]], draft_lengths
             raise ValidationError(f"draft has {len(draft)} drafters for {K} prompts")
         drafters = [as_drafter(d) for d in draft]
     else:
-        drafters = [as_drafter(draft) for _ in range(K)]
-        if len({id(d) for d in drafters}) != K:
+        if isinstance(draft, Drafter) and K > 1:  # one drafter holds one user's state: it cannot serve K users
             raise ValidationError("draft must be a model (one drafter per user is made) or a list of K drafters")
+        drafters = [as_drafter(draft) for _ in range(K)]
     payload = payload or DEFAULT_PAYLOAD
     greedy = temperature == 0
     gens = [torch.Generator().manual_seed(seed + k) for k in range(K)]
@@ -160,7 +160,7 @@ def batched_sync_generate(target, draft, prompts: list[list[int]], draft_lengths
             top, ent = certain_rows(K, L_max)
             ctx = RoundContext(r, rates.copy(), rates.copy(), np.zeros(K, np.int64), delays.copy(), top, ent)
             lengths_ref = check_lengths(decider.choose(ctx), K, L_max, "the decider's choose").tolist()
-            rules = [_stop_rule(decider, ctx, k, np.asarray(lengths_ref)) if asks_stop else None for k in range(K)]
+            rules = [stop_rule(decider, ctx, k, np.asarray(lengths_ref)) if asks_stop else None for k in range(K)]
         proposals, draft_s = [], []
         for k in range(K):
             t0 = time.perf_counter()
@@ -216,16 +216,6 @@ def _per_user(name: str, x, K: int, positive: bool) -> np.ndarray:
         rng = "> 0 (inf: instant)" if positive else "finite and >= 0"
         raise ValidationError(f"{name} must be one number or {K} numbers, {rng}, got {x!r}")
     return arr.copy()
-
-
-def _stop_rule(decider, ctx, k: int, L_ref: np.ndarray):
-    """User ``k``'s stop rule while it drafts (the single-user engine's rule, row ``k`` of the context)."""
-    def rule(i, logits):
-        p, h = draft_confidence(logits[None])
-        ctx.top_prob[k, i] = min(1.0, max(round(float(p[0]), 6), 1e-6))
-        ctx.entropy[k, i] = round(float(h[0]), 6)
-        return int(check_lengths(decider.stop(ctx, L_ref), len(L_ref), L_ref, "the decider's stop")[k])
-    return rule
 
 
 def _outcome(recs, rates, delays, energy) -> Outcome:

@@ -146,6 +146,19 @@ def _round_delays(delay_s, n: int) -> np.ndarray:
     return d
 
 
+def stop_rule(decider, ctx, k: int, L_ref: np.ndarray):
+    """User ``k``'s stop rule while it drafts, for the drafters (``rule(i, logits) -> L``): position ``i``'s
+    confidence and entropy from the draft's ``logits``, stored in row ``k`` of ``ctx`` rounded as the traces
+    store them (6 decimals, top probability in ``[1e-6, 1]``), then the decider's ``stop`` on the context,
+    checked against ``L_ref [K]``. The one rule of the single-user (``k = 0``) and the batched engine."""
+    def rule(i, logits):
+        p, h = draft_confidence(logits[None])
+        ctx.top_prob[k, i] = min(1.0, max(round(float(p[0]), 6), 1e-6))
+        ctx.entropy[k, i] = round(float(h[0]), 6)
+        return int(check_lengths(decider.stop(ctx, L_ref), len(L_ref), L_ref, "the decider's stop")[k])
+    return rule
+
+
 def decider_setup(decider, L_max, energy, K: int = 1):
     """``(L_max, energy model)`` for a decider driving a real engine of ``K`` users, one line for what is missing."""
     check_decider(decider, "draft_length")
@@ -250,11 +263,7 @@ def speculative_generate(target, draft, prompt_ids: list[int], *, max_new_tokens
                                np.array([delay_mean]), top, ent)
             L = min(int(check_lengths(decider.choose(ctx), 1, L_max, "the decider's choose")[0]), cap)
             if asks_stop:  # a never-stopping stop gets no rule: no confidence to compute
-                def rule(i, logits, ctx=ctx, L_ref=L):
-                    p, h = draft_confidence(logits[None])
-                    ctx.top_prob[0, i] = min(1.0, max(round(float(p[0]), 6), 1e-6))  # as the traces store them
-                    ctx.entropy[0, i] = round(float(h[0]), 6)
-                    return int(check_lengths(decider.stop(ctx, np.array([L_ref])), 1, L_ref, "the decider's stop")[0])
+                rule = stop_rule(decider, ctx, 0, np.array([L]))
         drafts, qs = drafter.propose(seq, L, greedy, temperature, g, rule)
         if len(drafts) > L:
             raise ValidationError(f"the drafter proposed {len(drafts)} tokens for a round of at most {L}")
@@ -320,5 +329,5 @@ def mean_tokens_per_round(records) -> float:
     return sum(r.tokens for r in records) / max(len(records), 1)
 
 
-__all__ = ["CachedLM", "RoundRecord", "DEFAULT_PAYLOAD", "check_mode", "speculative_generate", "draft_confidence", "target_generate",
+__all__ = ["CachedLM", "RoundRecord", "DEFAULT_PAYLOAD", "check_mode", "speculative_generate", "stop_rule", "draft_confidence", "target_generate",
            "records_to_dicts", "mean_tokens_per_round"]

@@ -247,7 +247,8 @@ def test_batched_engine_refuses_bad_deciders_and_clocks_in_one_line(tiny):
              (dict(draft_lengths=FixedLength([2, 2]), delay_s=-1.0), "delay_s"),
              (dict(draft_lengths=FixedLength([2, 2]), uplink_bps=[1e6]), "uplink_bps"),
              (dict(draft_lengths=FixedLength([2, 9]), L_max=4), "choose"),
-             (dict(draft_lengths=[1, 1], draft=[draft]), "2 prompts")]
+             (dict(draft_lengths=[1, 1], draft=[draft]), "2 prompts"),
+             (dict(draft_lengths=[1, 1], draft=ModelDrafter(draft)), "one drafter per user")]  # one state, K users
     for kw, needle in cases:
         args = dict(draft=draft)
         args.update(kw)
