@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 from .paths import FIGURES
+from .validation import ValidationError
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1)), (0, (1, 1)), (0, (5, 5)))
@@ -100,12 +103,87 @@ def display_label(key: str) -> str:
     return f"{text} ({', '.join(parts)})"
 
 
+_NON_FINITE = re.compile(r"(?<![A-Za-z])(nan|inf|-inf|\+nan|\+inf)(?![A-Za-z])", re.I)
+
+
+def figure_faults(fig) -> list[str]:
+    """What a reader could not read in ``fig`` (one line each; empty when it reads):
+
+    * **non-finite text**: a title, axis label, tick label, legend entry or annotation that shows
+      ``nan`` or ``inf`` (a number that failed to compute, printed as if it were one);
+    * **series told apart by colour only**: two labelled lines of one axes with the same marker and
+      line style (a colour-blind or grey-scale reader cannot tell them apart);
+    * **overlapping text**: two annotations, or an annotation and the legend, whose drawn bounding
+      boxes (matplotlib's window extents) intersect;
+    * **a legend over the data**: a legend whose box covers a plotted point of its axes.
+    """
+    faults: list[str] = []
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        where = f"axes {ax.get_title() or ax.get_ylabel() or fig.axes.index(ax)!r}"
+        texts = [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.get_xticklabels(), *ax.get_yticklabels(), *ax.texts]
+        legend = ax.get_legend()
+        if legend is not None:
+            texts += list(legend.get_texts()) + [legend.get_title()]
+        for t in texts:
+            if t.get_visible() and _NON_FINITE.search(t.get_text() or ""):
+                faults.append(f"{where}: non-finite text {t.get_text()!r}")
+        styles: dict = {}
+        for line in ax.get_lines():
+            lab = line.get_label()
+            if not lab or lab.startswith("_") or not line.get_visible():
+                continue
+            key = (str(line.get_marker()), str(line.get_linestyle()))
+            if key in styles and styles[key] != lab:
+                faults.append(f"{where}: series {styles[key]!r} and {lab!r} differ by colour only "
+                              f"(marker {key[0]!r}, line style {key[1]!r})")
+            styles.setdefault(key, lab)
+        boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in ax.texts if t.get_visible() and t.get_text()]
+        if legend is not None and legend.get_visible():
+            boxes.append(("the legend", legend.get_window_extent(renderer)))
+        for i in range(len(boxes)):
+            for j in range(i + 1, len(boxes)):
+                if boxes[i][1].overlaps(boxes[j][1]):
+                    faults.append(f"{where}: {boxes[i][0]!r} overlaps {boxes[j][0]!r}")
+        if legend is not None and legend.get_visible() and legend.axes is ax:
+            box = legend.get_window_extent(renderer)
+            for line in ax.get_lines():
+                if not line.get_visible() or str(line.get_marker()) in ("None", "", " ", "none"):
+                    continue
+                xy = line.get_transform().transform(np.column_stack(line.get_data()).astype(float))
+                xy = xy[np.all(np.isfinite(xy), axis=1)]
+                inside = ((xy[:, 0] > box.x0) & (xy[:, 0] < box.x1) & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1))
+                if inside.any():
+                    faults.append(f"{where}: the legend covers {int(inside.sum())} point(s) of {line.get_label()!r}")
+                    break
+    return faults
+
+
+#: $SPINLIB_FIGURE_CHECK: what save_figure does with a figure's faults (figure_faults): "raise" (the default)
+#: or "record" (append them to FAULTS.jsonl beside the figures and save the figure: a survey)
+FIGURE_CHECKS = ("raise", "record")
+
+
 def save_figure(fig, name: str, directory: Path | None = None) -> None:
-    """Save ``fig`` as ``<name>.pdf`` and ``<name>.png`` under ``results/figures`` (or ``directory``).
+    """Save ``fig`` as ``<name>.pdf`` and ``<name>.png`` under ``results/figures`` (or ``directory``), after
+    :func:`figure_faults` finds nothing (else one line naming the figure and its first faults).
 
     Returns nothing (a notebook cell ending in this call shows the figure, not a list of paths); the
     figure is left open so that the inline backend displays it.
     """
+    mode = os.environ.get("SPINLIB_FIGURE_CHECK", "raise")
+    if mode not in FIGURE_CHECKS:
+        raise ValidationError(f"SPINLIB_FIGURE_CHECK must be one of {FIGURE_CHECKS}, got {mode!r}")
+    faults = figure_faults(fig)
+    if faults and mode == "record":
+        import json
+
+        with open(Path(directory or FIGURES) / "FAULTS.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps({"figure": name, "faults": faults}) + "\n")
+    elif faults:
+        raise ValidationError(f"figure {name!r} does not read: {'; '.join(faults[:3])}"
+                              + (f" (and {len(faults) - 3} more)" if len(faults) > 3 else ""))
     directory = Path(directory or FIGURES)
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / f"{name}.{ext}" for ext in ("pdf", "png")]
