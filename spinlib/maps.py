@@ -136,7 +136,7 @@ def _plain(x):
 def plot_map(ax, verdicts, x: str, y: str, *, label: str, cmap: str = "viridis", fmt: str = "{:.0%}",
              center: float | None = None):
     """Heat map of the cells' means over axes ``x`` (columns) and ``y`` (rows), each cell marked by its
-    verdict (o: holds, x: fails, ?: undecided) and annotated with its mean; ``center``: a value the
+    verdict (o: holds, x: fails, ?: undecided) and annotated with its mean ("no data" where no seed gave one); ``center``: a value the
     colour scale is symmetric about (a diverging map's neutral colour)."""
     piv = verdicts.pivot(index=y, columns=x, values="mean")
     ver = verdicts.pivot(index=y, columns=x, values="verdict")
@@ -152,8 +152,9 @@ def plot_map(ax, verdicts, x: str, y: str, *, label: str, cmap: str = "viridis",
     glyph = {"holds": "o", "fails": "x", "undecided": "?"}
     for i in range(piv.shape[0]):
         for j in range(piv.shape[1]):
-            ax.text(j, i, f"{glyph[ver.iat[i, j]]}\n{fmt.format(piv.iat[i, j])}", ha="center", va="center",
-                    fontsize=7, color="white" if abs(im.norm(piv.iat[i, j]) - 0.5) > 0.3 else "black")
+            v = piv.iat[i, j]  # no mean (no seed had a value, e.g. no DL device): said so, never "+nan"
+            ax.text(j, i, f"{glyph[ver.iat[i, j]]}\n{fmt.format(v) if np.isfinite(v) else 'no data'}", ha="center",
+                    va="center", fontsize=7, color="white" if np.isfinite(v) and abs(im.norm(v) - 0.5) > 0.3 else "black")
     ax.figure.colorbar(im, ax=ax, label=label)
     return im
 

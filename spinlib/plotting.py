@@ -103,7 +103,7 @@ def display_label(key: str) -> str:
     return f"{text} ({', '.join(parts)})"
 
 
-_NON_FINITE = re.compile(r"(?<![A-Za-z])(nan|inf|-inf|\+nan|\+inf)(?![A-Za-z])", re.I)
+_NON_FINITE = re.compile(r"(?<![\w\\])[-+]?(nan|inf)(?!\w)", re.I)  # a word: not G_inf, \infty, info
 
 
 def figure_faults(fig) -> list[str]:

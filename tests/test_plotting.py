@@ -1,0 +1,93 @@
+"""The figure check (spinlib.plotting.figure_faults, run by save_figure): each fault class is found on a
+figure built to have it, nothing is found on one built without it, and save_figure refuses a faulty
+figure in one line (writing nothing) unless $SPINLIB_FIGURE_CHECK says record."""
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from spinlib import plotting  # noqa: E402
+from spinlib.validation import ValidationError  # noqa: E402
+
+
+def _fig():
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    x = np.linspace(0, 1, 9)
+    ax.plot(x, x, marker="o", linestyle="-", label="a")
+    ax.plot(x, x ** 2, marker="s", linestyle="--", label="b")
+    ax.set_ylim(-0.5, 3.0)
+    ax.legend(loc="upper left")
+    ax.set_title("clean")
+    return fig, ax
+
+
+def test_a_clean_figure_has_no_faults():
+    fig, ax = _fig()
+    ax.annotate("one", (0.2, 2.5))
+    ax.annotate("two", (0.8, 2.5))
+    assert plotting.figure_faults(fig) == []
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("fault, needle", [
+    ("nan-label", "non-finite text"), ("nan-annotation", "non-finite text"), ("inf-title", "non-finite text"),
+    ("colour-only", "differ by colour only"), ("overlap", "overlaps"), ("legend-over-data", "legend covers")])
+def test_each_fault_is_found(fault, needle):
+    fig, ax = _fig()
+    x = np.linspace(0, 1, 9)
+    if fault == "nan-label":
+        ax.plot(x, x + 0.5, marker="^", linestyle=":", label=f"gain {float('nan'):+.1%}")
+        ax.legend(loc="upper left")
+    elif fault == "nan-annotation":
+        ax.annotate(f"{float('nan'):.2f} ms", (0.5, 2.0))
+    elif fault == "inf-title":
+        ax.set_title(f"ratio {float('inf'):g}")
+    elif fault == "colour-only":
+        ax.plot(x, x + 0.1, marker="o", linestyle="-", label="c")
+    elif fault == "overlap":
+        ax.annotate("a long label here", (0.5, 2.0))
+        ax.annotate("another long label", (0.52, 2.02))
+    elif fault == "legend-over-data":
+        ax.plot([0.02], [2.9], marker="D", linestyle="none", label="corner")
+        ax.legend(loc="upper left")
+    faults = plotting.figure_faults(fig)
+    assert any(needle in f for f in faults), faults
+    plt.close(fig)
+
+
+def test_save_figure_refuses_a_faulty_figure_and_records_on_request(tmp_path, monkeypatch):
+    fig, ax = _fig()
+    ax.set_xlabel("delay nan ms")
+    monkeypatch.delenv("SPINLIB_FIGURE_CHECK", raising=False)
+    with pytest.raises(ValidationError) as e:
+        plotting.save_figure(fig, "bad", tmp_path)
+    assert "\n" not in str(e.value) and "'bad'" in str(e.value)
+    assert not list(tmp_path.glob("bad.*"))
+    monkeypatch.setenv("SPINLIB_FIGURE_CHECK", "record")
+    plotting.save_figure(fig, "bad", tmp_path)
+    rec = [json.loads(line) for line in (tmp_path / "FAULTS.jsonl").read_text().splitlines()]
+    assert rec[0]["figure"] == "bad" and any("non-finite" in f for f in rec[0]["faults"])
+    assert (tmp_path / "bad.png").exists() and (tmp_path / "bad.pdf").exists()
+    monkeypatch.setenv("SPINLIB_FIGURE_CHECK", "maybe")
+    with pytest.raises(ValidationError, match="SPINLIB_FIGURE_CHECK must be one of"):
+        plotting.save_figure(fig, "bad", tmp_path)
+    plt.close(fig)
+
+
+def test_a_claim_map_cell_without_a_value_says_so():
+    """A cell no seed gave a value (a NaN mean) reads "no data", never "+nan" (spinlib.maps.plot_map)."""
+    import pandas as pd
+
+    from spinlib.maps import plot_map
+
+    ver = pd.DataFrame({"a": [1, 2, 1, 2], "b": [10, 10, 20, 20], "mean": [0.5, float("nan"), -0.2, 0.1],
+                        "verdict": ["holds", "undecided", "fails", "holds"]})
+    fig, ax = plt.subplots()
+    plot_map(ax, ver, "a", "b", label="x", fmt="{:+.1f}", center=0.0)
+    assert plotting.figure_faults(fig) == []
+    assert sorted(t.get_text() for t in ax.texts) == ["?\nno data", "o\n+0.1", "o\n+0.5", "x\n-0.2"]
+    plt.close(fig)
