@@ -319,8 +319,10 @@ def cmd_generate(args) -> int:
 
         cspec = parse_spec(args.controller)
         from .online.deciders import check_playable
+        from .online.traces import pair_tasks
 
-        check_playable(cspec.name, "engine-with-survival")  # by capability, before a model loads
+        # by capability, before a model loads: an oracle needs the survival the pair's recorded traces give
+        check_playable(cspec.name, "engine-with-survival" if pair_tasks(args.pair) else "engine")
         check_int_range("--L-max", args.L_max, 1, 64)
         check_nonnegative("--delay-ms", args.delay_ms)
         check_rate("--uplink-kbps", args.uplink_kbps, unit="kbit/s")

@@ -51,7 +51,10 @@ METRICS = ("goodput", "server_utilisation", "capacity_limited_goodput", "ul_shar
 # ----------------------------------------------------------------------------------------------
 # Policy specs
 # ----------------------------------------------------------------------------------------------
-PolicySpec = Spec  # the one spec type (spinlib.online.deciders.Spec), kind "policy"
+def PolicySpec(policy: str, params: tuple = (), label: str = "") -> Spec:  # noqa: N802 (the old class's name)
+    """The policy :class:`~spinlib.online.deciders.Spec` (kind ``"policy"``) of the old ``PolicySpec(policy,
+    params, label)`` call: :func:`spec` with ``params`` as ``(key, value)`` pairs."""
+    return spec(policy, label, **dict(params))
 
 
 def spec(policy: str, label: str = "", **params) -> Spec:

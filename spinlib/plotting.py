@@ -103,38 +103,68 @@ def display_label(key: str) -> str:
     return f"{text} ({', '.join(parts)})"
 
 
-_NON_FINITE = re.compile(r"(?<![\w\\])[-+]?(nan|inf)(?!\w)", re.I)  # a word: not G_inf, \infty, info
+#: a number that failed to compute, shown as one: any "nan", or a signed or percent "inf" ("+inf", "-inf %");
+#: a parameter set to infinity ("eta = inf") is a value, not a fault
+_NON_FINITE = re.compile(r"(?<![\w\\])([-+]?nan(?!\w)|[-+]inf(?!\w)|inf\s*%)", re.I)
+
+
+def _style(line) -> tuple:
+    """What tells a line apart without colour: its marker and its dash pattern (not only the style name, which
+    reads '--' for every custom dash tuple)."""
+    dash = getattr(line, "_unscaled_dash_pattern", None)  # matplotlib keeps no public getter for the pattern
+    return str(line.get_marker()), str(line.get_linestyle()), repr(dash)
+
+
+def _points_inside(line, box, clip) -> int:
+    """How many of ``line``'s drawn markers (inside the axes' box ``clip``) fall inside the display box ``box``."""
+    if not line.get_visible() or str(line.get_marker()) in ("None", "", " ", "none"):
+        return 0
+    xy = line.get_transform().transform(np.column_stack(line.get_data()).astype(float))
+    xy = xy[np.all(np.isfinite(xy), axis=1)]
+    seen = (xy[:, 0] >= clip.x0) & (xy[:, 0] <= clip.x1) & (xy[:, 1] >= clip.y0) & (xy[:, 1] <= clip.y1)
+    inside = (xy[:, 0] > box.x0) & (xy[:, 0] < box.x1) & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1)
+    return int((seen & inside).sum())
 
 
 def figure_faults(fig) -> list[str]:
     """What a reader could not read in ``fig`` (one line each; empty when it reads):
 
-    * **non-finite text**: a title, axis label, tick label, legend entry or annotation that shows
-      ``nan`` or ``inf`` (a number that failed to compute, printed as if it were one);
-    * **series told apart by colour only**: two labelled lines of one axes with the same marker and
-      line style (a colour-blind or grey-scale reader cannot tell them apart);
+    * **non-finite text**: a (sup)title, axis label, tick label, legend entry or annotation that shows
+      ``nan`` or a signed ``inf`` (a number that failed to compute, printed as if it were one);
+    * **series told apart by colour only**: two labelled lines or error-bar series of one axes with the
+      same marker and dash pattern (a colour-blind or grey-scale reader cannot tell them apart);
     * **overlapping text**: two annotations, or an annotation and the legend, whose drawn bounding
       boxes (matplotlib's window extents) intersect;
-    * **a legend over the data**: a legend whose box covers a plotted point of its axes.
+    * **a legend over the data**: an axes' or the figure's legend whose box covers a drawn marker.
     """
     faults: list[str] = []
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
+    for t in fig.texts:
+        if t.get_visible() and _NON_FINITE.search(t.get_text() or ""):
+            faults.append(f"figure text: non-finite text {t.get_text()!r}")
+    sup = getattr(fig, "_suptitle", None)
+    if sup is not None and _NON_FINITE.search(sup.get_text() or ""):
+        faults.append(f"suptitle: non-finite text {sup.get_text()!r}")
     for ax in fig.axes:
         where = f"axes {ax.get_title() or ax.get_ylabel() or fig.axes.index(ax)!r}"
-        texts = [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.get_xticklabels(), *ax.get_yticklabels(), *ax.texts]
+        texts = [ax.xaxis.label, ax.yaxis.label, *ax.get_xticklabels(), *ax.get_yticklabels(), *ax.texts]
+        strings = [ax.get_title(loc=loc) for loc in ("left", "center", "right")]
         legend = ax.get_legend()
         if legend is not None:
             texts += list(legend.get_texts()) + [legend.get_title()]
-        for t in texts:
-            if t.get_visible() and _NON_FINITE.search(t.get_text() or ""):
-                faults.append(f"{where}: non-finite text {t.get_text()!r}")
+        strings += [t.get_text() for t in texts if t.get_visible()]
+        for text in strings:
+            if _NON_FINITE.search(text or ""):
+                faults.append(f"{where}: non-finite text {text!r}")
+        series = [(line.get_label(), line) for line in ax.get_lines()]
+        series += [(c.get_label(), c.lines[0]) for c in ax.containers
+                   if type(c).__name__ == "ErrorbarContainer" and c.lines[0] is not None]
         styles: dict = {}
-        for line in ax.get_lines():
-            lab = line.get_label()
+        for lab, line in series:
             if not lab or lab.startswith("_") or not line.get_visible():
                 continue
-            key = (str(line.get_marker()), str(line.get_linestyle()))
+            key = _style(line)
             if key in styles and styles[key] != lab:
                 faults.append(f"{where}: series {styles[key]!r} and {lab!r} differ by colour only "
                               f"(marker {key[0]!r}, line style {key[1]!r})")
@@ -146,16 +176,14 @@ def figure_faults(fig) -> list[str]:
             for j in range(i + 1, len(boxes)):
                 if boxes[i][1].overlaps(boxes[j][1]):
                     faults.append(f"{where}: {boxes[i][0]!r} overlaps {boxes[j][0]!r}")
-        if legend is not None and legend.get_visible() and legend.axes is ax:
-            box = legend.get_window_extent(renderer)
+        legends = [lg for lg in [legend, *fig.legends] if lg is not None and lg.get_visible()]
+        for lg in legends:
+            box = lg.get_window_extent(renderer)
             for line in ax.get_lines():
-                if not line.get_visible() or str(line.get_marker()) in ("None", "", " ", "none"):
-                    continue
-                xy = line.get_transform().transform(np.column_stack(line.get_data()).astype(float))
-                xy = xy[np.all(np.isfinite(xy), axis=1)]
-                inside = ((xy[:, 0] > box.x0) & (xy[:, 0] < box.x1) & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1))
-                if inside.any():
-                    faults.append(f"{where}: the legend covers {int(inside.sum())} point(s) of {line.get_label()!r}")
+                n = _points_inside(line, box, ax.bbox)
+                if n:
+                    who = "the legend" if lg is legend else "the figure's legend"
+                    faults.append(f"{where}: {who} covers {n} point(s) of {line.get_label()!r}")
                     break
     return faults
 
@@ -179,6 +207,7 @@ def save_figure(fig, name: str, directory: Path | None = None) -> None:
     if faults and mode == "record":
         import json
 
+        Path(directory or FIGURES).mkdir(parents=True, exist_ok=True)
         with open(Path(directory or FIGURES) / "FAULTS.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps({"figure": name, "faults": faults}) + "\n")
     elif faults:

@@ -11,6 +11,7 @@ cache keys of the two spec types they replaced; ``--set`` parses as ``name:key=v
 ``choices=`` in the CLI is a literal copy of a library table.
 """
 import argparse
+import dataclasses
 import json
 
 import numpy as np
@@ -130,13 +131,37 @@ def test_device_energies_is_every_devices_own_model():
         assert np.allclose(de.round_energy(cand, up, w), want, rtol=1e-12, atol=0)
 
 
+@dataclasses.dataclass(frozen=True)
+class ControllerSpec:  # the two spec types the one Spec replaced, as they were (their fields are the cache key)
+    name: str
+    params: tuple = ()
+    label: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicySpec:
+    policy: str
+    params: tuple = ()
+    label: str = ""
+
+
 def test_one_spec_type_keeps_the_cache_keys_of_the_two_it_replaced():
     a, b = cspec("ucb-specstop", gamma=0.9, c=2.0, label="x"), spec("equal", draft_length=4, round_model="async")
     assert type(a) is type(b) is dc.Spec and (a.kind, b.kind) == ("controller", "policy")
-    assert key_form(a) == {"__type__": "ControllerSpec", "label": "x", "name": "ucb-specstop",
-                           "params": [["c", 2.0], ["gamma", 0.9]]}
-    assert key_form(b) == {"__type__": "PolicySpec", "label": "equal/async", "policy": "equal",
-                           "params": [["draft_length", 4], ["round_model", "async"]]}
+    rng = np.random.default_rng(np.random.SeedSequence().entropy % 2**31)
+    for _ in range(50):  # generated specs: every controller (its declared parameters) and every policy
+        name = str(rng.choice(sorted(dc.DECIDERS)))
+        params = {k: v for k, v in dc.DECIDERS[name].params.items() if rng.random() < 0.5}
+        label = str(rng.choice(["", "a label"]))
+        new = cspec(name, label, **params)
+        assert key_form(new) == key_form(ControllerSpec(name, tuple(sorted(params.items())), label)), name
+    from spinlib.control import POLICIES
+
+    for name, entry in POLICIES.items():
+        params = {k: v for k, v in entry.params.items() if rng.random() < 0.5}
+        new = spec(name, **params)
+        assert key_form(new) == key_form(PolicySpec(name, tuple(sorted(params.items())), new.label)), name
+    assert b.label == "equal/async" and spec("equal").label == "equal"
     assert b.policy == b.name == "equal" and a.title == "x" and cspec("fixed", L=3).title == "fixed:L=3"
     with pytest.raises(ValidationError, match="a controller spec is needed"):
         dc.as_spec(b)

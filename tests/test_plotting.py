@@ -35,7 +35,9 @@ def test_a_clean_figure_has_no_faults():
 
 @pytest.mark.parametrize("fault, needle", [
     ("nan-label", "non-finite text"), ("nan-annotation", "non-finite text"), ("inf-title", "non-finite text"),
-    ("colour-only", "differ by colour only"), ("overlap", "overlaps"), ("legend-over-data", "legend covers")])
+    ("colour-only", "differ by colour only"), ("overlap", "overlaps"), ("legend-over-data", "legend covers"),
+    ("errorbar-colour-only", "differ by colour only"), ("suptitle-nan", "non-finite text"),
+    ("figure-legend-over-data", "figure's legend covers")])
 def test_each_fault_is_found(fault, needle):
     fig, ax = _fig()
     x = np.linspace(0, 1, 9)
@@ -45,17 +47,41 @@ def test_each_fault_is_found(fault, needle):
     elif fault == "nan-annotation":
         ax.annotate(f"{float('nan'):.2f} ms", (0.5, 2.0))
     elif fault == "inf-title":
-        ax.set_title(f"ratio {float('inf'):g}")
+        ax.set_title(f"gain {float('inf'):+.1%}")
     elif fault == "colour-only":
         ax.plot(x, x + 0.1, marker="o", linestyle="-", label="c")
     elif fault == "overlap":
         ax.annotate("a long label here", (0.5, 2.0))
         ax.annotate("another long label", (0.52, 2.02))
+    elif fault == "errorbar-colour-only":
+        ax.errorbar(x, x + 0.3, yerr=0.05, fmt="^", label="e1")
+        ax.errorbar(x, x + 0.6, yerr=0.05, fmt="^", label="e2")
+    elif fault == "suptitle-nan":
+        fig.suptitle("mean nan")
+    elif fault == "figure-legend-over-data":
+        ax.get_legend().remove()
+        fig.legend(loc="center")
+        ax.plot([0.5], [1.25], marker="v", linestyle="none", label="middle")
     elif fault == "legend-over-data":
         ax.plot([0.02], [2.9], marker="D", linestyle="none", label="corner")
         ax.legend(loc="upper left")
     faults = plotting.figure_faults(fig)
     assert any(needle in f for f in faults), faults
+    plt.close(fig)
+
+
+def test_what_reads_is_not_a_fault():
+    """A parameter at infinity, custom dash patterns, points hidden outside the view under a legend placed
+    beside the axes, and a figure legend below the axes are not faults."""
+    fig, ax = plt.subplots()
+    x = np.linspace(0, 1, 5)
+    ax.plot(x, x, marker="o", linestyle="--", label="GELATO (V = 10, eta = inf)")
+    ax.plot(x, x + 1, marker="o", linestyle=(0, (1, 1)), label="dotted")
+    ax.plot([1.5, 1.6], [1.0, 1.2], marker="s", linestyle="none", label="hidden")
+    ax.set_xlim(0, 1.05)
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0))
+    assert plotting.figure_faults(fig) == []
     plt.close(fig)
 
 
@@ -68,10 +94,11 @@ def test_save_figure_refuses_a_faulty_figure_and_records_on_request(tmp_path, mo
     assert "\n" not in str(e.value) and "'bad'" in str(e.value)
     assert not list(tmp_path.glob("bad.*"))
     monkeypatch.setenv("SPINLIB_FIGURE_CHECK", "record")
-    plotting.save_figure(fig, "bad", tmp_path)
-    rec = [json.loads(line) for line in (tmp_path / "FAULTS.jsonl").read_text().splitlines()]
+    new = tmp_path / "new"  # a folder not made yet
+    plotting.save_figure(fig, "bad", new)
+    rec = [json.loads(line) for line in (new / "FAULTS.jsonl").read_text().splitlines()]
     assert rec[0]["figure"] == "bad" and any("non-finite" in f for f in rec[0]["faults"])
-    assert (tmp_path / "bad.png").exists() and (tmp_path / "bad.pdf").exists()
+    assert (new / "bad.png").exists() and (new / "bad.pdf").exists()
     monkeypatch.setenv("SPINLIB_FIGURE_CHECK", "maybe")
     with pytest.raises(ValidationError, match="SPINLIB_FIGURE_CHECK must be one of"):
         plotting.save_figure(fig, "bad", tmp_path)

@@ -57,7 +57,7 @@ PLAYERS = {
 
 #: players that play each kind of environment (for the refusal's hint)
 _WHERE = {"cell-env": "replan", "per-user-env": "arena or replan", "draft-observables": "the arena or the real engine",
-          "true-survival": "the arena"}
+          "true-survival": "the arena or replan"}
 
 FAMILIES = ("specstop", "anchor", "gelato", "oracle", "multi-user", "user")
 
@@ -151,9 +151,9 @@ def register_decider(name: str, description: str, *, env: str, family: str = "us
 def check_playable(name: str, player: str) -> DeciderEntry:
     """The entry ``name`` if ``player`` (:data:`PLAYERS`) provides all it needs, else one line naming the
     missing capability and where the entry plays."""
-    entry = DECIDERS.get(name)
     if player not in PLAYERS:
         raise ValidationError(f"player must be one of {sorted(PLAYERS)}, got {player!r}")
+    entry = DECIDERS.get(name)
     missing = sorted(entry.needs - PLAYERS[player])
     if missing:
         what = "; ".join(CAPABILITIES[m] for m in missing)

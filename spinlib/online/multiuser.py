@@ -213,36 +213,49 @@ def parse_mspec(text) -> Spec:
 
 
 class SearchBudget:
-    """The run's budget of certified per-round search (``replan-dinkelbach``, ``energy-queue``): every round's
-    :func:`maximise_round` gets at most the nodes left, and the run is refused (one line) as soon as its
-    node count projects past the budget (after 3 rounds: ``used / r x R``) or spends it. Node counts, not
-    wall time: the refusal is the same on every machine (about 10,000 nodes/s on this 2-core machine)."""
+    """The run's budget of certified per-round search (``replan-dinkelbach``, ``energy-queue``), in nodes.
+
+    Every round's :func:`maximise_round` gets at most the nodes left. The run is refused (one line) when
+    it spends the budget before its last round is solved in full, or earlier, from the third round on,
+    when even its cheapest round so far repeated for every round left would need more than twice what
+    is left (``used + min_round x (R - r) > 2 x budget``): the first rounds of these controllers are
+    their most expensive (energy-queue's early rounds measured at 2.5-7x its mean), so a projection from
+    the mean so far would refuse runs that fit. Node counts, not wall time: the same on every machine
+    (about 10,000 nodes/s on this 2-core machine)."""
 
     def __init__(self, env: MultiUserEnv, name: str):
-        self.budget, self.rounds, self.name, self.used, self.done = env.node_budget, env.rounds, name, 0, 0
+        self.budget, self.rounds, self.name = env.node_budget, env.rounds, name
+        self.used, self.done, self.cheapest, self.left = 0, 0, None, None
 
     def max_nodes(self, own: int | None) -> int | None:
+        """The node budget of this round's search: ``own`` (the controller's ``max_nodes``) or what is left."""
         if self.budget is None:
             return own
-        left = self.budget - self.used
-        if left <= 0:
-            self._refuse(self.used)
-        return left if own is None else min(own, left)
+        self.left = self.budget - self.used
+        if self.left <= 0:
+            self._refuse()
+        return self.left if own is None or own > self.left else own
 
     def spent(self, nodes: int) -> None:
-        self.used += int(nodes)
+        """Count a round's nodes; refuse the run (module docstring) when it cannot fit."""
+        nodes = int(nodes)
+        self.used += nodes
         self.done += 1
+        self.cheapest = nodes if self.cheapest is None else min(self.cheapest, nodes)
         if self.budget is None:
             return
-        projected = self.used * max(self.rounds, self.done) // self.done
-        if (self.done >= 3 or self.used >= self.budget) and projected > self.budget and self.done < self.rounds:
-            self._refuse(projected)
+        if nodes >= self.left:  # the round stopped on what was left of the budget: it was not solved in full
+            self._refuse()
+        if self.done >= 3 and self.used + self.cheapest * (self.rounds - self.done) > 2 * self.budget:
+            self._refuse()
 
-    def _refuse(self, projected: int):
+    def _refuse(self):
+        need = self.used + (self.cheapest or 0) * max(self.rounds - self.done, 0)
         raise ValidationError(f"{self.name}: the certified per-round search used {self.used:,} nodes in {self.done} of "
-                              f"{self.rounds:,} rounds, projecting {projected:,} for the run, past its budget of "
-                              f"{self.budget:,} nodes; give it max_nodes=N (each round's gap is reported) or fewer "
-                              f"rounds, or allow_long=True (replan --allow-long) to run it")
+                              f"{self.rounds:,} rounds (at least {need:,} for the run at its cheapest round so far), "
+                              f"past its budget of {self.budget:,} nodes; give it fewer rounds or max_nodes=N with N x "
+                              f"rounds <= {self.budget:,} (each round's gap is reported), or allow_long=True "
+                              f"(replan --allow-long) to run it")
 
 
 # ----------------------------------------------------------------------------------------------

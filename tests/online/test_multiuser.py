@@ -346,6 +346,10 @@ def test_certified_search_is_refused_once_it_projects_past_the_run_budget(monkey
         assert np.array_equal(a.draft_lengths, b.draft_lengths) and a.goodput_tokens_per_s == b.goodput_tokens_per_s
         assert 0 < a.info["search_nodes"] == b.info["search_nodes"] < rep.REPLAN_NODE_BUDGET
     used = free[0].info["search_nodes"]
+    for name, r in zip(("replan-dinkelbach", "energy-queue"), free):  # a run that needs 60 % of the budget runs
+        monkeypatch.setattr(rep, "REPLAN_NODE_BUDGET", int(r.info["search_nodes"] / 0.6))
+        (fits,) = rep.run_replan(s, [name], cfg)
+        assert np.array_equal(fits.draft_lengths, r.draft_lengths), name
     monkeypatch.setattr(rep, "REPLAN_NODE_BUDGET", used // 4)
     for name in ("replan-dinkelbach", "energy-queue"):
         with pytest.raises(ValidationError) as e:
