@@ -253,3 +253,39 @@ def test_a_faulted_measurement_jsonl_loads_or_is_one_line(tmp_path_factory, f):
     for r in got.values():
         assert all(np.isfinite(v) for v in r.get("beta", []) if isinstance(v, (int, float)))
     _count("measurement JSONL", "unchanged" if list(got.values()) == recs else "loaded (torn last line or edited value)")
+
+
+def test_a_second_valid_recording_of_a_task_is_refused_not_chosen(tmp_path, trace_pair):
+    """Two valid recordings of one task (another configuration, its provenance consistent) are one line that
+    names both files: never the later one silently replacing the committed one."""
+    import json
+
+    from spinlib.cache import config_key, sha256_file, value_digest
+    from spinlib.online.traces import load_pair_traces, pair_tasks, task_files, task_of
+
+    pair = trace_pair.parent.name
+    d = tmp_path / pair
+    d.mkdir()
+    prov_src = trace_pair.with_name(f"{trace_pair.stem}.provenance.json")
+    shutil.copy(trace_pair, d / trace_pair.name)
+    shutil.copy(prov_src, d / prov_src.name)
+    task = task_of(trace_pair)
+    assert pair_tasks(pair, tmp_path) == [task] and len(load_pair_traces(pair, tmp_path)[task]) > 0
+    prov = json.loads(prov_src.read_text())  # a second recording: the same prompts, another configuration
+    prov["config"] = {**prov["config"], "max_new_tokens": prov["config"]["max_new_tokens"] + 1}
+    key = config_key(prov["config"], 12)
+    second = d / f"{task}-{key}.jsonl"
+    shutil.copy(trace_pair, second)
+    prov["sha256"] = sha256_file(second)
+    prov.pop("record_sha256")
+    prov["record_sha256"] = value_digest(prov)
+    (d / f"{task}-{key}.provenance.json").write_text(json.dumps(prov))
+    from spinlib.online.traces import verified_traces
+
+    assert len(verified_traces(second)) > 0  # the second file is valid on its own
+    for call in (lambda: task_files(pair, tmp_path), lambda: pair_tasks(pair, tmp_path),
+                 lambda: load_pair_traces(pair, tmp_path)):
+        with pytest.raises(ValidationError) as e:
+            call()
+        msg = str(e.value)
+        assert "\n" not in msg and "two trace recordings" in msg and trace_pair.name in msg and second.name in msg

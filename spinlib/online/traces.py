@@ -247,9 +247,23 @@ def task_of(path) -> str:
     return Path(path).name.rsplit("-", 1)[0]
 
 
+def task_files(pair: str, directory=None) -> dict[str, Path]:
+    """``{task: file}`` of a pair's committed traces; one line when a task has two recordings (two
+    ``<task>-<key>.jsonl`` files, e.g. a second recording with another configuration): which one a reader
+    would use is then a guess, never a silent choice."""
+    out: dict[str, Path] = {}
+    for f in trace_files(pair, directory):
+        task = task_of(f)
+        if task in out:
+            raise ValidationError(f"pair {pair!r} has two trace recordings of task {task!r}: {out[task].name} and "
+                                  f"{f.name}; keep one (delete the other file and its provenance record)")
+        out[task] = f
+    return out
+
+
 def pair_tasks(pair: str, directory=None) -> list[str]:
-    """The task groups with committed traces for ``pair`` (sorted)."""
-    return sorted({task_of(f) for f in trace_files(pair, directory)})
+    """The task groups with committed traces for ``pair`` (sorted; one recording each: :func:`task_files`)."""
+    return sorted(task_files(pair, directory))
 
 
 def load_pair_traces(pair: str, directory=None, tasks=None) -> dict[str, list[PromptTrace]]:
@@ -272,12 +286,8 @@ def load_pair_traces(pair: str, directory=None, tasks=None) -> dict[str, list[Pr
                                       + f"; recorded: {', '.join(have)}")
         if len(set(tasks)) != len(tasks):
             raise ValidationError(f"tasks: a task is listed twice in {tasks}")
-    out = {}
-    for f in trace_files(pair, directory):
-        task = task_of(f)
-        if tasks is None or task in tasks:
-            out[task] = verified_traces(f)
-    return out
+    return {task: verified_traces(f) for task, f in task_files(pair, directory).items()
+            if tasks is None or task in tasks}
 
 
 def trace_summary(traces: list[PromptTrace], L_max: int = 8) -> dict:
@@ -418,5 +428,5 @@ def provenance_text(record: dict, trace_path) -> str:
 
 
 __all__ = ["TRACE_VERSION", "PromptTrace", "run_lengths", "replay_prompt", "check_trace_record", "to_prompt_trace",
-           "read_traces", "load_traces", "verified_traces", "provenance_text", "trace_files", "load_pair_traces", "trace_summary", "trace_record",
+           "read_traces", "load_traces", "verified_traces", "provenance_text", "trace_files", "task_files", "pair_tasks", "load_pair_traces", "trace_summary", "trace_record",
            "record_traces", "traces_dir"]
