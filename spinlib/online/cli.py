@@ -201,6 +201,9 @@ def add_replan_parser(subparsers):
     p.add_argument("--energy-preset", default="phone-soc", help="device energy preset (see --list-energy-presets)")
     p.add_argument("--list-energy-presets", action="store_true", help="list the device energy presets and exit")
     p.add_argument("--json", action="store_true", help="print the records as JSON")
+    p.add_argument("--real-models", default=None, metavar="PAIR", help="run real speculative decoding with a "
+                   "same-tokenizer pair (see 'pairs'): every user drafts and the target verifies all drafts in one "
+                   "batched pass per round, the plan of each round from the controller")
     p.add_argument("--allow-long", action="store_true", help="let a certified per-round search run past its node "
                    "budget (spinlib.online.replan.REPLAN_NODE_BUDGET nodes per controller and run)")
     p.set_defaults(func=cmd_replan)
@@ -231,7 +234,7 @@ def cmd_replan(args) -> int:
     cfg = ReplanConfig(rounds=args.rounds, seed=args.seed, fading=Fading(args.fading), L_max=args.L_max,
                        acceptance=args.acceptance, energy_preset=args.energy_preset, allow_long=args.allow_long)
     scenario = Scenario.from_json(args.scenario)
-    results = run_replan(scenario, specs, cfg)
+    results = run_replan(scenario, specs, cfg, real_models=args.real_models)
     rows = [r.record() for r in results]
     if args.json:
         def clean(v):
@@ -245,11 +248,13 @@ def cmd_replan(args) -> int:
 
         doc = {"scenario": str(args.scenario), "users": scenario.num_users, "fading": cfg.fading.model,
                "rounds": cfg.rounds, "seed": cfg.seed, "L_max": cfg.L_max, "acceptance": cfg.acceptance,
-               "energy_preset": cfg.energy_preset, "controllers": [clean(r) for r in rows]}
+               "energy_preset": cfg.energy_preset, "real_models": args.real_models,
+               "controllers": [clean(r) for r in rows]}
         print(json.dumps(doc, indent=1, allow_nan=False))
     else:
         print(f"replan: {args.scenario}; {scenario.num_users} users x {cfg.rounds} rounds, {cfg.fading.model} fading, "
-              f"seed {cfg.seed}")
+              f"seed {cfg.seed}" + (f"; real models {args.real_models} (acceptance: the engine's)" if args.real_models
+                                    else f"; acceptance {cfg.acceptance}"))
         print(f"{'controller':28s} {'tokens/s':>9s} {'99 % interval':>17s} {'E[tokens]/s':>11s} {'mean L':>7s} "
               f"{'J/token':>8s} {'E/budget':>8s}")
         for r in rows:

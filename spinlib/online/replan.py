@@ -13,6 +13,7 @@ from comparisons between controllers on the same channel draws.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -27,7 +28,7 @@ from ..emulator.testbed import MAX_ROUND_USER_CELLS
 from ..emulator.traces import Trace, trace_bits
 from ..goodput import GoodputEstimate
 from ..control.bandwidth import min_makespan_bandwidth
-from ..decision import BandContext, BandOutcome, check_decider, check_plan, reads_confidence
+from ..decision import BandContext, BandOutcome, check_decider, check_plan, never_stops, reads_confidence
 from ..rounds import Allocation, fixed_round_overhead, sync_round_time, uplink_time
 from ..scenario import Scenario
 from ..validation import ValidationError, check_bool, check_int_range
@@ -133,6 +134,8 @@ class ReplanResult(GoodputEstimate):
     info : dict
         The controller's :meth:`~MultiUserController.info` (solver statuses; energy controllers:
         ``budget_j``, ``debt_j`` (final ``Q``), ``max_debt_j``).
+    outputs : tuple of list of int
+        With real models (:func:`play_real`): each user's generated tokens; empty otherwise.
     """
 
     controller: str
@@ -148,6 +151,7 @@ class ReplanResult(GoodputEstimate):
     round_times_s: np.ndarray
     energy_j: np.ndarray
     info: dict = field(default_factory=dict)
+    outputs: tuple = ()
 
     def record(self) -> dict:
         """The scalars (and ``[K]`` lists) of a long record; ``info``'s arrays as lists."""
@@ -252,9 +256,16 @@ class SharedBand:
         return self.plan.L
 
     def realise(self, t: int, L: np.ndarray) -> BandOutcome:
-        s, rates, K = self.scenario, self.rates, self.K
-        b = self.plan.b if self.plan.b is not None else min_makespan_bandwidth(s, L, rates)[1]
+        b = self.plan.b if self.plan.b is not None else min_makespan_bandwidth(self.scenario, L, self.rates)[1]
         A = sample_accepted(L, self.pi, 1, self.acc_rng)[0]
+        return self.settle(t, L, A, b)
+
+    def settle(self, t: int, L: np.ndarray, A: np.ndarray, b: np.ndarray | None = None) -> BandOutcome:
+        """Round ``t`` with drafted ``L`` and accepted ``A`` (the sampler's, or a real engine's) on the
+        bandwidth ``b`` (default: the plan's, else paper 1's split for ``L``): times, energy, the outcome."""
+        s, rates, K = self.scenario, self.rates, self.K
+        if b is None:
+            b = self.plan.b if self.plan.b is not None else min_makespan_bandwidth(s, L, rates)[1]
         up = uplink_time(s, L, b, rates=rates)
         tau = s.tau
         T = float(sync_round_time(s, np.max(L * tau + up), L.sum()))
@@ -286,13 +297,79 @@ def play(scenario: Scenario, controller, h: np.ndarray, config: ReplanConfig, la
     if reads_confidence(controller):
         raise ValidationError(f"controller {name!r} stops on the draft's confidence, which the multi-user player does "
                               f"not observe: mark its stop with spinlib.decision.never_stops, or play it in the arena")
-    R, K = h.shape
-    if energy is None:
-        known = getattr(getattr(controller, "env", None), "energy", None)
-        energy = known.models if isinstance(known, DeviceEnergies) else known if isinstance(known, tuple) \
-            else device_energy(scenario, config.energy_preset)
+    energy = _energy_of(scenario, controller, config, energy)
     band = SharedBand(scenario, h, config, energy)
     play_rounds(controller, band, f"controller {name!r}")
+    return _result(scenario, controller, band, h, config, name)
+
+
+def _energy_of(scenario: Scenario, controller, config: ReplanConfig, energy):
+    if energy is not None:
+        return energy
+    known = getattr(getattr(controller, "env", None), "energy", None)
+    return known.models if isinstance(known, DeviceEnergies) else known if isinstance(known, tuple) \
+        else device_energy(scenario, config.energy_preset)
+
+
+class _RealBandDriver:
+    """A decider of the shared band driving the batched real engine (:func:`play_real`): each round the
+    engine asks ``choose``, which asks the controller on the band's context of that round (its fading
+    and rates); the engine drafts and verifies for real, and ``update`` settles the round on the band
+    with the engine's drafted and accepted counts before the controller learns from it."""
+
+    def __init__(self, controller, band: "SharedBand", who: str):
+        self.controller, self.band, self.who, self.L_max, self.t = controller, band, who, band.config.L_max, 0
+
+    def choose(self, ctx):
+        self.t = int(ctx.t)
+        return self.band.reference(self.controller.choose(self.band.context(self.t)), self.t, self.who)
+
+    @never_stops
+    def stop(self, ctx, L_ref):
+        return L_ref
+
+    def update(self, out):
+        self.controller.update(self.band.settle(self.t, np.asarray(out.L), np.asarray(out.A)))
+
+
+def play_real(scenario: Scenario, controller, h: np.ndarray, config: ReplanConfig, models, label: str = "",
+              energy: tuple | None = None, temperature: float = 0.0) -> ReplanResult:
+    """:func:`play` with real models: every round each user drafts with the draft model on its own prompt
+    and the target verifies every user's draft in one batched pass
+    (:func:`spinlib.sd.batched.batched_sync_generate`), the lengths and bandwidth planned by
+    ``controller`` on the round's channel ``h[r]``. The drafted and accepted counts are the engine's; the
+    round's time, energy and goodput are the band's model on them (the testbed's clock, as in :func:`play`),
+    so a plan is judged on real acceptance under the modelled radio. ``expected_goodput_tokens_per_s``
+    stays the acceptance model's expectation of the played lengths.
+
+    ``models``: ``(target, draft, prompts, pad_id)``, the prompts as token ids (one per user; the pair's
+    are :func:`spinlib.emulator.real_traces.real_prompts`, as :func:`run_replan` with ``real_models``
+    encodes them). ``temperature`` 0: greedy.
+    """
+    from ..sd.batched import batched_sync_generate
+
+    check_decider(controller, "controller")
+    name = label or type(controller).__name__
+    if reads_confidence(controller):
+        raise ValidationError(f"controller {name!r} stops on the draft's confidence, which the multi-user player does "
+                              f"not observe: mark its stop with spinlib.decision.never_stops, or play it in the arena")
+    target, draft, prompts, pad_id = models
+    R, K = h.shape
+    if len(prompts) != K:
+        raise ValidationError(f"real re-planning needs one prompt per user: {len(prompts)} prompts for {K} users")
+    energy = _energy_of(scenario, controller, config, energy)
+    band = SharedBand(scenario, h, config, energy)
+    driver = _RealBandDriver(controller, band, f"controller {name!r}")
+    outputs, _, _ = batched_sync_generate(target, draft, prompts, driver, R, temperature=temperature, seed=config.seed,
+                                          pad_id=pad_id, energy=DeviceEnergies(tuple(energy)), L_max=config.L_max)
+    return dataclasses.replace(_result(scenario, controller, band, h, config, name),
+                               outputs=tuple(list(o) for o in outputs))
+
+
+def _result(scenario: Scenario, controller, band: "SharedBand", h: np.ndarray, config: ReplanConfig,
+            name: str) -> ReplanResult:
+    """The played rounds of ``band``, clocked by :func:`spinlib.emulator.sync_clock`."""
+    R, K = h.shape
     Ls, bs, As, Es, pi, tau = band.L, band.b, band.A, band.E, band.pi, scenario.tau
     template = Allocation((0,) * K, (0.0,) * K, "sync", name)
     up_bits, down_bits = trace_bits(scenario, template, Ls, As)
@@ -313,7 +390,8 @@ def play(scenario: Scenario, controller, h: np.ndarray, config: ReplanConfig, la
 
 
 def run_replan(scenario: Scenario, controllers, config: ReplanConfig | None = None, *,
-               average_plan: Allocation | None = None, timings: bool = False) -> list[ReplanResult]:
+               average_plan: Allocation | None = None, timings: bool = False,
+               real_models: str | None = None) -> list[ReplanResult]:
     """Every controller on the same cell, channel and acceptance draws.
 
     Parameters
@@ -327,6 +405,10 @@ def run_replan(scenario: Scenario, controllers, config: ReplanConfig | None = No
         heterogeneous-sync on the average channel, if already solved.
     timings : bool
         Add the wall time of each controller's run (``info["wall_s"]``; not reproducible).
+    real_models : str, optional
+        A same-tokenizer pair (``python -m spinlib pairs``): the rounds run real speculative decoding,
+        user ``k`` on :func:`spinlib.emulator.real_traces.real_prompts`'s ``k``-th prompt, greedy
+        (:func:`play_real`); every controller starts from the same prompts.
     """
     config = config or ReplanConfig()
     if isinstance(controllers, (str, ControllerSpec)):
@@ -337,6 +419,7 @@ def run_replan(scenario: Scenario, controllers, config: ReplanConfig | None = No
     if config.rounds * scenario.num_users > MAX_ROUND_USER_CELLS:
         raise ValidationError(f"rounds x users = {config.rounds * scenario.num_users:,} exceeds the limit of "
                               f"{MAX_ROUND_USER_CELLS:,} (memory grows with rounds x users)")
+    models = _real_models(real_models, scenario.num_users) if real_models is not None else None
     env = multiuser_env(scenario, config, average_plan)
     h = fading_draws(scenario, config)
     # a per-user controller's own generator: child i of the run's seed (one per spec, in order)
@@ -347,11 +430,28 @@ def run_replan(scenario: Scenario, controllers, config: ReplanConfig | None = No
         entry = get_multiuser_controller(spec.name)
         on = env if "cell-env" in entry.needs else cell_user_env(scenario, config, env.energy, rng)
         ctrl = entry.cls(on, **spec.kwargs)
-        res = play(scenario, ctrl, h, config, spec.title, energy=env.energy)
+        res = play(scenario, ctrl, h, config, spec.title, energy=env.energy) if models is None else \
+            play_real(scenario, ctrl, h, config, models, spec.title, energy=env.energy)
         if timings:
             res.info["wall_s"] = time.perf_counter() - t
         out.append(res)
     return out
+
+
+def _real_models(pair_name: str, K: int):
+    """``(target, draft, prompts, pad_id)`` of an installed same-tokenizer pair, with the testbed's real prompts."""
+    from ..emulator.real_traces import real_prompts
+    from ..sd.models import PACKAGED, get_pair, load_pair
+    from ..sd.prompts import encode_for_pair
+
+    pair = get_pair(pair_name)  # one line listing the pairs otherwise
+    if not pair.installed():
+        raise ValidationError(f"pair {pair_name!r} needs {PACKAGED[pair.target].install}")
+    if not pair.tokenizer_shared:
+        raise ValidationError(f"pair {pair_name!r} has two tokenizers: the batched engine needs a same-tokenizer pair")
+    target, draft, tok = load_pair(pair.name)
+    prompts = [encode_for_pair(pair, tok, p) for p in real_prompts(K)]
+    return target, draft, prompts, tok.pad_token_id if tok.pad_token_id is not None else 0
 
 
 #: the controllers the replan command and the notebook's study play by default
@@ -361,5 +461,5 @@ DEFAULT_CONTROLLERS = ("plan-on-average", "server-only", "replan-ratio", "replan
 
 __all__ = ["MAX_USERS", "MAX_ROUNDS", "REPLAN_NODE_BUDGET", "ACCEPTANCE", "ReplanConfig", "ReplanResult", "multiuser_env", "cell_user_env",
            "fading_draws",
-           "SharedBand", "play",
+           "SharedBand", "play", "play_real",
            "run_replan", "DEFAULT_CONTROLLERS"]

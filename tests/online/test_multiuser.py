@@ -369,3 +369,71 @@ def test_allow_long_is_a_flag_not_a_truthy_value(flag):
     with pytest.raises(ValidationError, match="allow_long must be True or False"):
         run_arena(["fixed"], [Stream.synthetic(0.7, 20, np.random.default_rng(0))], ArenaConfig(rounds=5),
                   allow_long=flag)
+
+
+# ---------------------------------------------------------------------------------------------
+# re-planning with real models: the batched engine under a controller of the shared band
+# ---------------------------------------------------------------------------------------------
+def _tiny_pair():
+    """A tiny random Qwen2 target and a perturbed copy as its draft (offline; some drafts rejected)."""
+    import copy
+
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    target = Qwen2ForCausalLM(cfg).double().eval()
+    draft = copy.deepcopy(target)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        target.lm_head.weight.mul_(40.0)
+        for p in draft.parameters():
+            p.add_(0.3 * p.std() * torch.randn(p.shape, generator=g, dtype=p.dtype))
+        draft.lm_head.weight.mul_(40.0)
+    return target, draft
+
+
+def test_controllers_plan_real_rounds_losslessly_on_the_shared_band():
+    """Every multi-user controller (and a per-user learner) plans real rounds: each user's tokens are the
+    target's greedy decoding (lossless), the played lengths are the plan's, the accepted counts are the
+    engine's, and the round's clock is the band's model on them."""
+    from spinlib.decision import FixedLength
+    from spinlib.sd.engine import target_generate
+
+    target, draft = _tiny_pair()
+    K, R = 3, 6
+    s = random_scenario(K, 4)
+    cfg = rep.ReplanConfig(rounds=R, seed=2, fading=Fading("rayleigh"), L_max=4)
+    prompts = [[1 + k, 5, 9, 2 + 3 * k] for k in range(K)]
+    h = rep.fading_draws(s, cfg)
+    env = rep.multiuser_env(s, cfg)
+    for name in ("plan-on-average", "replan-dinkelbach", "replan-coordinate", "energy-queue"):
+        ctrl = mu.get_multiuser_controller(name).cls(env)
+        res = rep.play_real(s, ctrl, h, cfg, (target, draft, prompts, 0), name)
+        assert res.draft_lengths.shape == (R, K) and res.draft_lengths.max() <= cfg.L_max, name
+        assert np.all(res.tokens >= 1) and np.all(res.tokens <= res.draft_lengths + 1), name
+        assert np.isfinite(res.goodput_tokens_per_s) and res.goodput_tokens_per_s > 0, name
+        for k in range(K):  # lossless under every plan: the target's own greedy continuation
+            n = len(res.outputs[k])
+            assert n == int(res.tokens[:, k].sum()), name
+            assert list(res.outputs[k]) == list(target_generate(target, prompts[k], max_new_tokens=n)), (name, k)
+    # a fixed plan: the tokens each user committed are the target's own greedy continuation
+    res = rep.play_real(s, FixedLength([2, 0, 3]), h, cfg, (target, draft, prompts, 0))
+    assert np.all(res.draft_lengths == [2, 0, 3])
+    drafting = res.draft_lengths > 0  # the engine's acceptance: some drafts rejected, some accepted
+    assert np.any(res.tokens[drafting] < res.draft_lengths[drafting] + 1) and np.any(res.tokens[drafting] > 1)
+    for k in range(K):
+        n = int(res.tokens[:, k].sum())
+        assert len(res.outputs[k]) == n and n >= R
+        assert list(res.outputs[k]) == list(target_generate(target, prompts[k], max_new_tokens=n)), k
+    # the clock is the band's: the same lengths and accepted counts on the sampler's band give the same time
+    band = rep.SharedBand(s, h, cfg, en.device_energy(s))
+    for t in range(R):
+        band.context(t)
+        band.reference(res.draft_lengths[t], t, "check")
+        band.settle(t, res.draft_lengths[t], res.tokens[t] - 1)
+    assert np.array_equal(band.E, res.energy_j)
+    with pytest.raises(ValidationError, match="one prompt per user"):
+        rep.play_real(s, FixedLength([1] * K), h, cfg, (target, draft, prompts[:2], 0))
