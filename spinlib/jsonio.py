@@ -17,6 +17,12 @@ from .validation import ValidationError
 #: (:func:`loads_json`): nesting depth, and size of a file (checked before it is read)
 MAX_JSON_DEPTH = 64
 MAX_JSON_BYTES = 256 * 2**20
+#: values one document may hold (counted as its ',', '[' and '{' before it is parsed: an upper bound, a comma in
+#: a string counts too). At the parse's peak a counted value costs up to about 110 bytes (measured with
+#: tracemalloc: 81 for a small integer, 105 for a float, 145 for an empty object, which counts twice), so this caps
+#: the parse at about 2 GB; a 256 MiB file of one-character values would otherwise take about 10 GB. A valid
+#: scenario of 100,000 users with 64-value acceptance profiles holds about 7,000,000.
+MAX_JSON_VALUES = 20_000_000
 
 
 class _NonFinite(str):
@@ -34,7 +40,8 @@ def loads_json(text: str, what: str, *, allow_nonfinite: bool = False) -> Any:
     :class:`ValidationError` naming ``what``: text that is not JSON, a key repeated in one object
     (plain ``json`` keeps the last one silently), ``NaN``/``Infinity``, numbers that overflow a
     float (``1e400``) and integers beyond :data:`MAX_JSON_INT` (the message names the field),
-    integers beyond Python's integer-string limit, and nesting deeper than :data:`MAX_JSON_DEPTH`.
+    integers beyond Python's integer-string limit, nesting deeper than :data:`MAX_JSON_DEPTH`, and more values
+    than :data:`MAX_JSON_VALUES` (counted before parsing: memory, not only bytes, is bounded).
     Integers stay Python ints (their ranges are checked by the caller before any float conversion).
 
     ``allow_nonfinite``: ``NaN``/``Infinity`` are read as floats (only for records the project
@@ -57,6 +64,12 @@ def loads_json(text: str, what: str, *, allow_nonfinite: bool = False) -> Any:
         return v if abs(v) <= MAX_JSON_INT else _NonFinite(f"an integer of {len(text_)} digits")
 
     constant = (lambda name: float(name)) if allow_nonfinite else _NonFinite
+    if isinstance(text, (str, bytes)) and len(text) > MAX_JSON_VALUES:  # short texts cannot hold more values
+        sep = (",", "[", "{") if isinstance(text, str) else (b",", b"[", b"{")
+        values = sum(text.count(c) for c in sep)
+        if values > MAX_JSON_VALUES:
+            raise ValidationError(f"{what} holds about {values:,} JSON values, past the limit of {MAX_JSON_VALUES:,} "
+                                  f"(memory grows with values, up to about 110 bytes each parsed); split or shrink it")
     try:
         doc = json.loads(text, object_pairs_hook=pairs, parse_constant=constant, parse_float=real,
                          parse_int=integer)
@@ -252,5 +265,5 @@ def json_default(x):
     raise TypeError(f"not JSON serialisable: {type(x).__name__}")
 
 
-__all__ = ["MAX_JSON_DEPTH", "MAX_JSON_BYTES", "MAX_JSON_INT", "loads_json", "read_text_checked", "read_json",
+__all__ = ["MAX_JSON_DEPTH", "MAX_JSON_BYTES", "MAX_JSON_VALUES", "MAX_JSON_INT", "loads_json", "read_text_checked", "read_json",
            "write_json", "atomic_write_text", "json_default"]

@@ -358,3 +358,41 @@ def test_a_flag_is_true_or_false_and_nothing_truthy(value):
     with pytest.raises(ValidationError, match="must be True or False"):
         check_bool("flag", value)
     assert check_bool("flag", True) is True and check_bool("flag", np.bool_(False)) is False
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.recursive(st.one_of(st.integers(-5, 5), st.floats(-1, 1), st.text(max_size=3)),
+                    lambda kids: st.one_of(st.lists(kids, max_size=6), st.dictionaries(st.text(max_size=3), kids,
+                                                                                       max_size=4)),
+                    max_leaves=60))
+def test_a_document_with_too_many_values_is_one_line_before_it_is_parsed(doc):
+    """Memory, not only bytes: more JSON values than MAX_JSON_VALUES (counted before parsing) is one line."""
+    import json as _json
+    from unittest import mock
+
+    from spinlib import jsonio
+
+    text = _json.dumps(doc)
+    counted = text.count(",") + text.count("[") + text.count("{")
+    with mock.patch.object(jsonio, "MAX_JSON_VALUES", 8):
+        if counted > 8 and len(text) > 8:
+            with pytest.raises(ValidationError) as e:
+                loads_json(text, "doc")
+            assert "\n" not in str(e.value) and "JSON values, past the limit of 8" in str(e.value)
+        else:
+            assert loads_json(text, "doc") == doc
+
+
+def test_the_largest_valid_scenario_is_far_inside_the_value_limit():
+    """A scenario of MAX_USERS users, each with a 64-value acceptance profile, holds fewer values than the limit
+    (counted on 1,000 such users, scaled)."""
+    from spinlib import jsonio
+    from spinlib.presets import random_scenario
+    from spinlib.scenario import MAX_USERS
+
+    d = random_scenario(1000, 0).to_dict()
+    for u in d["users"]:
+        u["acceptance_profile"] = [round(0.9 ** i, 17) for i in range(64)]
+    text = json.dumps(d, indent=2)
+    per_user = (text.count(",") + text.count("[") + text.count("{")) / 1000
+    assert per_user * MAX_USERS < jsonio.MAX_JSON_VALUES / 2
