@@ -272,7 +272,7 @@ def write_summary(name: str, data: dict, directory: Path | None = None) -> Path:
 
     Wall-clock fields (:func:`is_timing`) go to ``results/timings/<name>.json`` instead (the
     ``timings`` folder beside ``directory``), so that a re-run's summary is byte-identical to the
-    committed one (issue 17); a stale timings file of the same name is removed when there is none.
+    committed one; a stale timings file of the same name is removed when there is none.
     """
     from .paths import RESULTS
 

@@ -1,4 +1,4 @@
-"""The decision seam: one protocol for whatever decides a speculative round (issue 23, item 1).
+"""The decision seam: one protocol for whatever decides a speculative round.
 
 A *decider* is asked three things per round, for ``K`` users at once (arrays ``[K]``):
 

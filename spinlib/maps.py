@@ -1,4 +1,4 @@
-"""Claim maps: a claim checked over the region of parameters it speaks of, not at one point (issue 25).
+"""Claim maps: a claim checked over the region of parameters it speaks of, not at one point.
 
 A map is records first, a :class:`spinlib.study.Study`. A :class:`Grid` names the axes (a parameter and
 its values each), the scenarios per cell and the master seed; :func:`grid_records` runs a *point function*

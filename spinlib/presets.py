@@ -247,7 +247,7 @@ def measured_preset(temperature: float = 1.0, measurements_dir=None, name: str =
     unreliable = [t["file"] for t in tasks if not t["reliable"]]
     if not alphas:
         raise ValidationError(f"no measurements for {name} under {root}: run notebook 05 (or python -m spinlib measure)")
-    if unreliable:  # said, never used without a word (issue 24)
+    if unreliable:  # said, never used without a word
         import warnings
 
         warnings.warn(f"preset {name}: the timings of {len(unreliable)} of {len(alphas)} summaries are marked "

@@ -1,4 +1,4 @@
-"""Studies, records first (issue 23, item 4): a frozen configuration, one master seed, a point function,
+"""Studies, records first: a frozen configuration, one master seed, a point function,
 and raw records written as they are produced; metrics come after, from the records.
 
 A :class:`Study` names its points (the parameters of each, in order), the scenarios per point and the

@@ -1,4 +1,4 @@
-"""Compare the results of a re-run with a reference run (``bash run_all.sh --verify``; issue 17).
+"""Compare the results of a re-run with a reference run (``bash run_all.sh --verify``).
 
 Compared: every claim (``claims/<notebook>.json``: the values and whether it holds) and every
 number of every summary (``summaries/<notebook>.json``). Wall-clock fields (times of a solve or a

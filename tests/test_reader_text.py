@@ -1,4 +1,4 @@
-"""What a reader sees (the README and every notebook's cells) carries no development history and no link outside
+"""What a reader sees (the README, every notebook's cells and the library's docstrings) carries no development history and no link outside
 the repository: no issue numbers, no session wording, no ``../shared`` paths, no status columns."""
 import json
 import re
@@ -18,6 +18,8 @@ FORBIDDEN = {
 
 def _texts():
     yield "README.md", (ROOT / "README.md").read_text(encoding="utf-8")
+    for mod in sorted((ROOT / "spinlib").rglob("*.py")):  # the library's docstrings and comments (help() shows them)
+        yield str(mod.relative_to(ROOT)), mod.read_text(encoding="utf-8")
     for nb in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
         for i, cell in enumerate(json.loads(nb.read_text(encoding="utf-8"))["cells"]):
             yield f"{nb.name} cell {i}", "".join(cell["source"])

@@ -1,7 +1,7 @@
 """The BALANCE model: one edge server serving users by autoregressive (AD) or speculative (SD) decoding.
 
-Our reconstruction of the system of BALANCE (arXiv 2608.05926; only its abstract is public, see
-``../shared/design/controllers.md``). Every class is a frozen dataclass validated at construction:
+Our reconstruction of the system of BALANCE (arXiv 2608.05926), not the paper's model as written: the published
+one differs in its batch-completion latency, its L = 1 drafts, its memory split and its 1/2-approximation. Every class is a frozen dataclass validated at construction:
 a bad value raises :class:`~spinlib.scenario.ValidationError` with one line naming the field and
 its allowed range. Instances round-trip through JSON (``format: spinlib.balance/1``).
 

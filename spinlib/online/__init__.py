@@ -1,4 +1,4 @@
-"""Online draft-length controllers compared on one arena (issue 14).
+"""Online draft-length controllers compared on one arena.
 
 * :mod:`~spinlib.online.stopping`: per-token latency ``J(L)``, the optimal stopping rule with known
   statistics, the critical delay, the large-delay law (UCB-SpecStop's theory, our model);

@@ -42,7 +42,7 @@ def vocabulary_map(draft_tok, target_tok) -> tuple[np.ndarray, np.ndarray]:
     Several tokens can normalise to the same string (e.g. a byte-level and a sentencepiece space
     marker); the *smallest id* wins on both sides. ``get_vocab()`` of a fast tokenizer is built from
     a hash map whose order changes between processes, so any order-dependent choice here made the
-    cross-tokenizer acceptance (``alpha_intersection``) change from run to run (issue 17).
+    cross-tokenizer acceptance (``alpha_intersection``) change from run to run.
     """
     t_index = {}
     for s, i in sorted(target_tok.get_vocab().items(), key=lambda kv: kv[1]):

@@ -298,7 +298,7 @@ def fading_gains(policies: Sequence[str], n_scenarios: int, rounds: int, seed: i
 def measured_preset_gain_intervals(name: str = "qwen-coder-measured", *, num_users: int = 10, n_cells: int = 20,
                                    n_boot: int = 200, seed: int = 0, confidence: float = 0.95,
                                    temperature: float = 1.0) -> dict:
-    """The measured preset's gain with an interval carried from its measurements (issue 25, item 4).
+    """The measured preset's gain with an interval carried from its measurements.
 
     One replicate rebuilds the preset (:func:`spinlib.presets.measured_preset`) from the pair's task
     summaries resampled with replacement: each resampled task's alpha moved by a normal draw with the
