@@ -36,3 +36,26 @@ def spinlib_cli(*args, cwd=None, env=None, timeout=600, fresh=False):
         except SystemExit as e:  # argparse's own refusals (exit 2) and --help (exit 0)
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     return subprocess.CompletedProcess([sys.executable, "-m", "spinlib", *args], code, out.getvalue(), err.getvalue())
+
+
+def tiny_qwen_pair():
+    """A tiny random Qwen2 target (float64, sharpened head: no greedy ties) and its draft, the same network with
+    every weight perturbed (some drafts accepted, some rejected): a Hugging Face pair with a KV cache, built
+    offline, for the batched engine."""
+    import copy
+
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    target = Qwen2ForCausalLM(cfg).double().eval()
+    draft = copy.deepcopy(target)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        target.lm_head.weight.mul_(40.0)
+        for p in draft.parameters():
+            p.add_(0.3 * p.std() * torch.randn(p.shape, generator=g, dtype=p.dtype))
+        draft.lm_head.weight.mul_(40.0)
+    return target, draft

@@ -256,16 +256,13 @@ class SharedBand:
         return self.plan.L
 
     def realise(self, t: int, L: np.ndarray) -> BandOutcome:
-        b = self.plan.b if self.plan.b is not None else min_makespan_bandwidth(self.scenario, L, self.rates)[1]
-        A = sample_accepted(L, self.pi, 1, self.acc_rng)[0]
-        return self.settle(t, L, A, b)
+        return self.settle(t, L, sample_accepted(L, self.pi, 1, self.acc_rng)[0])
 
-    def settle(self, t: int, L: np.ndarray, A: np.ndarray, b: np.ndarray | None = None) -> BandOutcome:
-        """Round ``t`` with drafted ``L`` and accepted ``A`` (the sampler's, or a real engine's) on the
-        bandwidth ``b`` (default: the plan's, else paper 1's split for ``L``): times, energy, the outcome."""
+    def settle(self, t: int, L: np.ndarray, A: np.ndarray) -> BandOutcome:
+        """Round ``t`` with drafted ``L`` and accepted ``A`` (the sampler's, or a real engine's) on the plan's
+        bandwidth, else paper 1's split for ``L``: times, energy, the outcome."""
         s, rates, K = self.scenario, self.rates, self.K
-        if b is None:
-            b = self.plan.b if self.plan.b is not None else min_makespan_bandwidth(s, L, rates)[1]
+        b = self.plan.b if self.plan.b is not None else min_makespan_bandwidth(s, L, rates)[1]
         up = uplink_time(s, L, b, rates=rates)
         tau = s.tau
         T = float(sync_round_time(s, np.max(L * tau + up), L.sum()))
@@ -292,23 +289,25 @@ def play(scenario: Scenario, controller, h: np.ndarray, config: ReplanConfig, la
     ``energy``: the devices' energy models (default: the controller's ``env.energy`` when it holds every
     device's, else ``config.energy_preset``'s).
     """
+    name, band = _band_for(scenario, controller, h, config, label, energy)
+    play_rounds(controller, band, f"controller {name!r}")
+    return _result(scenario, controller, band, h, config, name)
+
+
+def _band_for(scenario: Scenario, controller, h: np.ndarray, config: ReplanConfig, label: str, energy):
+    """``(name, SharedBand)`` for a decider of the band (:func:`play`, :func:`play_real`): one line for a decider
+    that stops on the draft's confidence; the energy models given, else the controller's ``env.energy`` when it
+    holds every device's, else ``config.energy_preset``'s."""
     check_decider(controller, "controller")
     name = label or type(controller).__name__
     if reads_confidence(controller):
         raise ValidationError(f"controller {name!r} stops on the draft's confidence, which the multi-user player does "
                               f"not observe: mark its stop with spinlib.decision.never_stops, or play it in the arena")
-    energy = _energy_of(scenario, controller, config, energy)
-    band = SharedBand(scenario, h, config, energy)
-    play_rounds(controller, band, f"controller {name!r}")
-    return _result(scenario, controller, band, h, config, name)
-
-
-def _energy_of(scenario: Scenario, controller, config: ReplanConfig, energy):
-    if energy is not None:
-        return energy
-    known = getattr(getattr(controller, "env", None), "energy", None)
-    return known.models if isinstance(known, DeviceEnergies) else known if isinstance(known, tuple) \
-        else device_energy(scenario, config.energy_preset)
+    if energy is None:
+        known = getattr(getattr(controller, "env", None), "energy", None)
+        energy = known.models if isinstance(known, DeviceEnergies) else known if isinstance(known, tuple) \
+            else device_energy(scenario, config.energy_preset)
+    return name, SharedBand(scenario, h, config, energy)
 
 
 class _RealBandDriver:
@@ -348,20 +347,14 @@ def play_real(scenario: Scenario, controller, h: np.ndarray, config: ReplanConfi
     """
     from ..sd.batched import batched_sync_generate
 
-    check_decider(controller, "controller")
-    name = label or type(controller).__name__
-    if reads_confidence(controller):
-        raise ValidationError(f"controller {name!r} stops on the draft's confidence, which the multi-user player does "
-                              f"not observe: mark its stop with spinlib.decision.never_stops, or play it in the arena")
     target, draft, prompts, pad_id = models
     R, K = h.shape
     if len(prompts) != K:
         raise ValidationError(f"real re-planning needs one prompt per user: {len(prompts)} prompts for {K} users")
-    energy = _energy_of(scenario, controller, config, energy)
-    band = SharedBand(scenario, h, config, energy)
+    name, band = _band_for(scenario, controller, h, config, label, energy)
     driver = _RealBandDriver(controller, band, f"controller {name!r}")
     outputs, _, _ = batched_sync_generate(target, draft, prompts, driver, R, temperature=temperature, seed=config.seed,
-                                          pad_id=pad_id, energy=DeviceEnergies(tuple(energy)), L_max=config.L_max)
+                                          pad_id=pad_id, energy=DeviceEnergies(tuple(band.energy)), L_max=config.L_max)
     return dataclasses.replace(_result(scenario, controller, band, h, config, name),
                                outputs=tuple(list(o) for o in outputs))
 

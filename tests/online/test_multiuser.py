@@ -19,7 +19,7 @@ from spinlib.studies import replanning
 from spinlib.decision import Plan
 from spinlib.presets import random_scenario
 from spinlib.validation import ValidationError
-from helpers import spinlib_cli
+from helpers import spinlib_cli, tiny_qwen_pair
 
 
 def _objective(s, rng, L_max, kind):
@@ -374,27 +374,6 @@ def test_allow_long_is_a_flag_not_a_truthy_value(flag):
 # ---------------------------------------------------------------------------------------------
 # re-planning with real models: the batched engine under a controller of the shared band
 # ---------------------------------------------------------------------------------------------
-def _tiny_pair():
-    """A tiny random Qwen2 target and a perturbed copy as its draft (offline; some drafts rejected)."""
-    import copy
-
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(0)
-    cfg = Qwen2Config(vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
-    target = Qwen2ForCausalLM(cfg).double().eval()
-    draft = copy.deepcopy(target)
-    g = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        target.lm_head.weight.mul_(40.0)
-        for p in draft.parameters():
-            p.add_(0.3 * p.std() * torch.randn(p.shape, generator=g, dtype=p.dtype))
-        draft.lm_head.weight.mul_(40.0)
-    return target, draft
-
-
 def test_controllers_plan_real_rounds_losslessly_on_the_shared_band():
     """Every multi-user controller (and a per-user learner) plans real rounds: each user's tokens are the
     target's greedy decoding (lossless), the played lengths are the plan's, the accepted counts are the
@@ -402,7 +381,7 @@ def test_controllers_plan_real_rounds_losslessly_on_the_shared_band():
     from spinlib.decision import FixedLength
     from spinlib.sd.engine import target_generate
 
-    target, draft = _tiny_pair()
+    target, draft = tiny_qwen_pair()
     K, R = 3, 6
     s = random_scenario(K, 4)
     cfg = rep.ReplanConfig(rounds=R, seed=2, fading=Fading("rayleigh"), L_max=4)

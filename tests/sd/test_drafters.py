@@ -23,6 +23,7 @@ from spinlib.sd.drafters import Drafter, HybridDrafter, ModelDrafter, NgramDraft
 from spinlib.sd.engine import speculative_generate, target_generate
 from spinlib.sd.toy import BigramLM
 from spinlib.validation import ValidationError
+from helpers import tiny_qwen_pair
 
 
 def _lookup_reference(seq, L, max_n, min_n):
@@ -134,24 +135,8 @@ def test_bad_drafters_are_one_line():
 
 @pytest.fixture(scope="module")
 def tiny():
-    """A tiny random Qwen2 target (float64, sharpened head: no greedy ties) and its draft, the same
-    network with every weight perturbed (some drafts accepted, some rejected)."""
-    import copy
-
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(0)
-    cfg = Qwen2Config(vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
-    target = Qwen2ForCausalLM(cfg).double().eval()
-    draft = copy.deepcopy(target)
-    g = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        target.lm_head.weight.mul_(40.0)
-        for p in draft.parameters():
-            p.add_(0.3 * p.std() * torch.randn(p.shape, generator=g, dtype=p.dtype))
-        draft.lm_head.weight.mul_(40.0)
-    return target, draft
+    """The tiny offline Qwen2 pair of :func:`helpers.tiny_qwen_pair`."""
+    return tiny_qwen_pair()
 
 
 def test_a_cropped_cache_catches_up_to_the_fresh_logits(tiny):
