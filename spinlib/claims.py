@@ -58,9 +58,11 @@ class Claim:
     readme: bool = True  # a row of the README's results table
     template: str = field(default="", repr=False)
     expected: bool = True  # False: the notebook declared (begin's not_holding) that it does not hold
+    tests: tuple = ()  # the verdict words' tests as run: ({"word", "holds", "rule"}, ...)
+    verdict: str = "holds"  # "holds", "in part" (a map claim that holds but not at every point), "fails"
 
     def markdown(self) -> str:
-        mark = "" if self.holds else "**does not hold here:** "
+        mark = {"holds": "", "in part": "**holds in part:** ", "fails": "**does not hold here:** "}[self.verdict]
         text = f"{mark}{self.sentence}"
         if self.where:
             text += f" (holds {self.where})"
@@ -69,6 +71,7 @@ class Claim:
             extra.append(self.scope)
         if self.paper:
             extra.append(f"paper: {self.paper}")
+        extra += [f"test: {t['rule']}" for t in self.tests]
         if extra:
             text += f" <small>[{'; '.join(extra)}]</small>"
         return text
@@ -141,25 +144,43 @@ def region_shares(region) -> dict | None:
 
 
 def claim(id: str, template: str, *, holds: bool, scope: str = "", paper: str | None = None,
-          where: str | None = None, region=None, readme: bool = True, display: bool = True, **values) -> Claim:
+          where: str | None = None, region=None, readme: bool = True, display: bool = True, tests=(),
+          **values) -> Claim:
     """Render, display and record one claim (module docstring). Returns the :class:`Claim`.
 
     ``region``: for a claim map, :func:`spinlib.maps.region_text`'s answer; the README's results
-    table then shows the share of the region where the claim holds."""
+    table then shows the share of the region where the claim holds, and a claim that holds but not
+    at every point of its map is recorded as holding "in part".
+
+    ``tests``: :class:`spinlib.verdicts.Verdict` objects, one for each verdict word the template uses
+    (:func:`spinlib.verdicts.words_in`; refused without it); the claim holds only if ``holds`` and
+    every test hold."""
+    from .verdicts import Verdict, words_in
     if _STATE["notebook"] is None:
         raise ValidationError("claims.begin(notebook) must be called before claim()")
     if not _ID.match(id):
         raise ValidationError(f"claim id must match {_ID.pattern}, got {id!r}")
     if id in _STATE["claims"]:
         raise ValidationError(f"claim id {id!r} stated twice in {_STATE['notebook']}")
+    tests = tuple(tests)
+    if not all(isinstance(t, Verdict) for t in tests):
+        raise ValidationError(f"claim {id!r}: tests must be spinlib.verdicts tests (Verdict objects)")
+    missing = sorted(words_in(template) - {t.word for t in tests})
+    if missing:
+        raise ValidationError(f"claim {id!r} uses {', '.join(repr(w) for w in missing)} without the word's test "
+                              f"(spinlib.verdicts.{missing[0].replace('-', '_')}): a verdict word needs its test")
+    holds = bool(holds) and all(t.holds for t in tests)
     vals = {k: _finite(k, v) for k, v in values.items()}
     try:
         sentence = template.format(**vals)
     except (KeyError, IndexError, ValueError) as e:
         raise ValidationError(f"claim {id!r}: template does not fit its values ({e})") from None
-    c = Claim(id=id, notebook=_STATE["notebook"], sentence=sentence, values=vals, holds=bool(holds),
-              scope=scope, paper=paper, where=where, region=region_shares(region), readme=readme,
-              template=template, expected=id not in _STATE["not_holding"])
+    shares = region_shares(region)
+    verdict = "fails" if not holds else ("in part" if shares and shares["holds"] < 1.0 - 1e-12 else "holds")
+    c = Claim(id=id, notebook=_STATE["notebook"], sentence=sentence, values=vals, holds=holds,
+              scope=scope, paper=paper, where=where, region=shares, readme=readme,
+              template=template, expected=id not in _STATE["not_holding"],
+              tests=tuple({"word": t.word, "holds": t.holds, "rule": t.rule} for t in tests), verdict=verdict)
     _STATE["claims"][id] = c
     _write()
     if display:
