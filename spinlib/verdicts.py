@@ -82,9 +82,9 @@ def _points(name: str, x, n: int | None = None) -> np.ndarray:
 
 
 def _interval(lo, hi, name: str = "interval") -> tuple[np.ndarray, np.ndarray]:
-    lo = _points(f"{name} lo", lo)
-    hi = _points(f"{name} hi", hi, lo.size)
-    lo = np.broadcast_to(lo, hi.shape)
+    lo, hi = _points(f"{name} lo", lo), _points(f"{name} hi", hi)
+    n = hi.size if lo.size == 1 else lo.size
+    lo, hi = _points(f"{name} lo", lo, n), _points(f"{name} hi", hi, n)
     if (lo > hi).any():
         raise ValidationError(f"verdict {name}: lo must not exceed hi at any point")
     return lo, hi
