@@ -24,6 +24,12 @@ for a declared id), and a test fails on a committed run where a verdict differs 
 -- a paper's statement our measurement does not reproduce is said so once, at the top, and a claim
 that stops holding (or starts to) is noticed.
 
+Comparative words are verdicts with one definition each (:mod:`spinlib.verdicts`: "within",
+"agrees", "closest", "over-predicts", "grows", "shrinks", "flat", "log-like"): a template that uses
+one must pass the word's test (``tests=[verdicts.grows(y, lo, hi)]``), the claim holds only if every
+test passes, and each test's rule, with its numbers, is shown beside the sentence and recorded. A
+claim map that holds but not at every point of its region is recorded as holding "in part".
+
 Values are numbers (or short strings); wall-clock times are not claims (they are measurements of
 the machine: ``benchmarks/``).
 """
