@@ -168,7 +168,7 @@ def key_form(obj):
 
 
 def cached_call(fn: Callable, *args, version: int | str = 0, recompute: bool = False,
-                exclude: tuple[str, ...] = ("n_jobs", "scheduler", "progress", "store_dir"), depends_on: dict | None = None,
+                exclude: tuple[str, ...] = ("n_jobs", "scheduler", "progress", "store_dir", "allow_long"), depends_on: dict | None = None,
                 cache_dir: Path | None = None, **kwargs) -> Any:
     """``fn(*args, **kwargs)`` through the results cache, keyed by the function and its bound arguments.
 

@@ -24,6 +24,12 @@ for a declared id), and a test fails on a committed run where a verdict differs 
 -- a paper's statement our measurement does not reproduce is said so once, at the top, and a claim
 that stops holding (or starts to) is noticed.
 
+Comparative words are verdicts with one definition each (:mod:`spinlib.verdicts`: "within",
+"agrees", "closest", "over-predicts", "grows", "shrinks", "flat", "log-like"): a template that uses
+one must pass the word's test (``tests=[verdicts.grows(y, lo, hi)]``), the claim holds only if every
+test passes, and each test's rule, with its numbers, is shown beside the sentence and recorded. A
+claim map that holds but not at every point of its region is recorded as holding "in part".
+
 Values are numbers (or short strings); wall-clock times are not claims (they are measurements of
 the machine: ``benchmarks/``).
 """
@@ -39,6 +45,9 @@ from .cache import atomic_write_text, json_default
 from .validation import ValidationError
 
 BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
+REAL_BEGIN, REAL_END = "<!-- realmodels:begin -->", "<!-- realmodels:end -->"
+#: the notebook whose claims make the README's "Real models: what we found" section
+REAL_MODELS_NOTEBOOK = "12_real_models"
 _ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 
@@ -266,14 +275,37 @@ def region_cell(region: dict | None) -> str:
     return text
 
 
+def real_models_text(claims_json: Path) -> str:
+    """The README's "Real models: what we found" section (Markdown bullets) from the claims of
+    :data:`REAL_MODELS_NOTEBOOK` in ``results/claims.json``, each with its verdict."""
+    doc = json.loads(Path(claims_json).read_text(encoding="utf-8"))
+    rows = [r for r in doc["claims"] if r["notebook"] == REAL_MODELS_NOTEBOOK]
+    if not rows:
+        raise ValidationError(f"{claims_json}: no claims of {REAL_MODELS_NOTEBOOK} (run it first)")
+    mark = {"holds": "", "in part": "**(holds in part)** ", "fails": "**(does not hold here)** "}
+    out = [f"Generated from `{REAL_MODELS_NOTEBOOK}`'s claims in `results/claims.json` (commit "
+           f"`{(doc.get('commit') or 'uncommitted')[:7]}`):", ""]
+    for r in rows:
+        verdict = r.get("verdict") or ("holds" if r["holds"] else "fails")
+        out.append(f"- {mark[verdict]}{r['sentence']}".replace("\n", " "))
+    return "\n".join(out) + "\n"
+
+
+def _replace_block(text: str, begin: str, end: str, body: str, readme: Path) -> str:
+    if begin not in text or end not in text:
+        raise ValidationError(f"{readme}: the markers {begin} and {end} are missing")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return head + begin + "\n" + body + end + tail
+
+
 def replace_readme_table(readme: Path, claims_json: Path) -> str:
-    """README text with the rows between the markers regenerated (returns the new text)."""
+    """README text with the generated blocks regenerated from ``claims_json`` (returns the new text): the
+    results table (between :data:`BEGIN` and :data:`END`) and the real-models section (between
+    :data:`REAL_BEGIN` and :data:`REAL_END`)."""
     text = Path(readme).read_text(encoding="utf-8")
-    if BEGIN not in text or END not in text:
-        raise ValidationError(f"{readme}: the markers {BEGIN} and {END} are missing")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return head + BEGIN + "\n" + readme_table(claims_json) + END + tail
+    text = _replace_block(text, BEGIN, END, readme_table(claims_json), readme)
+    return _replace_block(text, REAL_BEGIN, REAL_END, real_models_text(claims_json), readme)
 
 
 def main(argv=None) -> int:
@@ -297,9 +329,9 @@ def main(argv=None) -> int:
         new = replace_readme_table(readme, claims_json)
         if args.action == "readme":
             atomic_write_text(readme, new)
-            print("README results table regenerated from", claims_json)
+            print("README results table and real-models section regenerated from", claims_json)
         elif new != readme.read_text(encoding="utf-8"):
-            print("README results table differs from results/claims.json: run python -m spinlib.claims readme")
+            print("README results table or real-models section differs from results/claims.json: run python -m spinlib.claims readme")
             return 1
     except ValidationError as e:
         print(f"spinlib.claims: error: {e}")

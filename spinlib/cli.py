@@ -185,6 +185,8 @@ def cmd_emulate(args) -> int:
     if args.real_models is None and args.temperature != 0.0:  # an option that would be ignored is refused
         raise ValidationError("--temperature needs --real-models PAIR (without real models the acceptance model "
                               "samples the rounds and a temperature would be ignored)")
+    if args.real_models is None and args.allow_long:
+        raise ValidationError("--allow-long needs --real-models PAIR (only real mode has a budget of model steps)")
     scenario = Scenario.from_json(args.scenario)
     if (args.policy is None) == (args.allocation is None):
         raise ValidationError("give exactly one of --policy and --allocation")
@@ -197,7 +199,8 @@ def cmd_emulate(args) -> int:
         alloc = solve(scenario, policy, **params)
     cfg = EmulatorConfig(rounds=args.rounds, seed=args.seed, fading=Fading(args.fading),
                          acceptance=args.acceptance, server=args.server, real_models=args.real_models,
-                         temperature=args.temperature, compute=args.compute, timeline_rounds=0)
+                         temperature=args.temperature, compute=args.compute, timeline_rounds=0,
+                         allow_long=args.allow_long)
     res = emulate(scenario, alloc, cfg, progress=not args.json)
     out = res.to_dict()
     out.pop("timeline", None)
@@ -416,7 +419,7 @@ def cmd_measure(args) -> int:
     _require_installed(args.pair)
     s = measure_pair(args.pair, args.task, n_prompts=args.prompts, max_new_tokens=args.max_new_tokens,
                      seed=args.seed, recompute=args.recompute, progress=not args.json, out_dir=args.out_dir,
-                     threads=args.threads, allow_busy=args.allow_busy)
+                     threads=args.threads, allow_busy=args.allow_busy, allow_long=args.allow_long)
     out = {"pair": s["pair"], "task": s["task"], "timing": s["timing"]}
     for T, d in s["by_temperature"].items():
         out[f"T={T}"] = {"alpha": d["alpha"], "alpha_ci95": d["alpha_ci95"],
@@ -550,6 +553,8 @@ def build_parser() -> argparse.ArgumentParser:
     em.add_argument("--real-models", default=None, help="a pair (see 'pairs') for real speculative decoding")
     em.add_argument("--temperature", type=float, default=0.0, help="real mode: 0 = greedy")
     em.add_argument("--compute", choices=COMPUTE_MODELS, default="model")
+    em.add_argument("--allow-long", action="store_true",
+                    help="real mode: run past the budget of model steps (rounds x (1 + drafted tokens))")
     _policy_options(em)
     em.add_argument("--json", action="store_true")
     em.set_defaults(func=cmd_emulate)
@@ -599,6 +604,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch threads for the timings (default: all cores)")
     m.add_argument("--allow-busy", action="store_true",
                    help="record timings on a busy machine (marked reliable: false) instead of refusing")
+    m.add_argument("--allow-long", action="store_true",
+                   help="run past the budget of generated tokens (spinlib.sd.measure.MEASURE_TOKEN_BUDGET)")
     m.add_argument("--json", action="store_true")
     m.set_defaults(func=cmd_measure)
     b = sub.add_parser("balance", help="BALANCE: who is served by AD or SD on one edge server (notebook 09)")

@@ -231,3 +231,26 @@ def test_stale_detection_fails_closed_on_an_unreadable_record(tmp_path, monkeypa
                            env={**os.environ, "SPINLIB_RESULTS": str(tmp_path)}, timeout=600)
         assert r.returncode == 2 and "cannot tell which notebooks are stale" in r.stderr, r.stderr[-500:]
         assert "no notebook is stale" not in r.stdout
+
+
+def test_the_readme_real_models_section_is_generated_from_notebook_12s_claims(tmp_path):
+    """Every claim of notebook 12 appears in the README's real-models section with its verdict; the
+    section is refused without its markers, and without any claim of notebook 12."""
+    doc = json.loads((RESULTS / "claims.json").read_text(encoding="utf-8"))
+    text = C.real_models_text(RESULTS / "claims.json")
+    ours = [r for r in doc["claims"] if r["notebook"] == C.REAL_MODELS_NOTEBOOK]
+    assert ours and all(r["sentence"].replace("\n", " ") in text for r in ours)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert text in readme and readme.index(C.REAL_BEGIN) < readme.index("## Results of the last full run")
+    broken = tmp_path / "README.md"
+    broken.write_text(readme.replace(C.REAL_BEGIN, ""), encoding="utf-8")
+    with pytest.raises(ValidationError, match="realmodels"):
+        C.replace_readme_table(broken, RESULTS / "claims.json")
+    other = tmp_path / "claims.json"
+    other.write_text(json.dumps({"commit": None, "claims": [r for r in doc["claims"] if r not in ours]}), encoding="utf-8")
+    with pytest.raises(ValidationError, match="no claims of 12_real_models"):
+        C.real_models_text(other)
+    flipped = tmp_path / "flipped.json"
+    flipped.write_text(json.dumps({"commit": "abc", "claims": [{**ours[0], "holds": False, "verdict": "fails"}]}),
+                       encoding="utf-8")
+    assert "**(does not hold here)**" in C.real_models_text(flipped)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..validation import ValidationError, check_int_range, check_nonnegative
+from ..validation import ValidationError, check_bool, check_int_range, check_nonnegative
 from .fading import Fading
 
 ACCEPTANCE_MODELS = ("iid", "profile")
@@ -38,6 +38,10 @@ class EmulatorConfig:
         Real mode: compute times from the latency model or measured by the engine.
     timeline_rounds : int
         Rounds (sync) or server batches (async) kept in the per-phase timeline.
+    allow_long : bool
+        Real mode: run past :data:`spinlib.emulator.testbed.REAL_STEP_BUDGET` model steps (refused
+        otherwise, before any model loads). Where the work may run, not what it computes: not part of
+        a cache key.
     """
 
     rounds: int = 1000
@@ -49,8 +53,10 @@ class EmulatorConfig:
     temperature: float = 0.0
     compute: str = "model"
     timeline_rounds: int = 12
+    allow_long: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
+        check_bool("allow_long", self.allow_long)
         check_int_range("rounds", self.rounds, 2)
         check_int_range("seed", self.seed, 0)
         check_int_range("timeline_rounds", self.timeline_rounds, 0)

@@ -53,6 +53,15 @@ class EmulationResult(ClockResult):
 
 
 MAX_ROUND_USER_CELLS = 20_000_000  # rounds x users: ~1 GB of per-round arrays at most
+#: real mode: model steps of a run, rounds x (one batched target pass + every user's drafted tokens); about
+#: 80 min at 0.1 s per step (the Qwen pair's target step on a 2-core CPU); EmulatorConfig.allow_long lifts it
+REAL_STEP_BUDGET = 50_000
+
+
+def real_steps(alloc: Allocation, rounds: int) -> int:
+    """Model steps a real-mode run of ``rounds`` rounds takes: ``rounds x (1 + sum_k L_k)`` (one batched
+    target pass per round and every drafted token; the asynchronous model's per-user rounds count alike)."""
+    return int(rounds) * (1 + int(sum(alloc.draft_lengths)))
 
 
 def emulate(scenario: Scenario, alloc: Allocation, cfg: EmulatorConfig | None = None, *,
@@ -73,6 +82,10 @@ def emulate(scenario: Scenario, alloc: Allocation, cfg: EmulatorConfig | None = 
     if cells > MAX_ROUND_USER_CELLS:  # the trace holds several [rounds, K] arrays in memory
         raise ValidationError(f"rounds x users = {cells:,} exceeds the emulator's limit of {MAX_ROUND_USER_CELLS:,} "
                               f"(lower rounds; memory grows with rounds x users)")
+    if cfg.real_models is not None and not cfg.allow_long and real_steps(alloc, cfg.rounds) > REAL_STEP_BUDGET:
+        raise ValidationError(f"real mode: {cfg.rounds:,} rounds x (1 + {sum(alloc.draft_lengths)} drafted tokens) = "
+                              f"{real_steps(alloc, cfg.rounds):,} model steps, past the budget of {REAL_STEP_BUDGET:,} "
+                              f"(about 80 min at 0.1 s a step); lower rounds, or allow_long=True (emulate --allow-long)")
     rng = np.random.default_rng(cfg.seed)
     if cfg.real_models is not None:
         tr = real_trace(scenario, alloc, cfg, progress)
@@ -92,4 +105,4 @@ def emulate(scenario: Scenario, alloc: Allocation, cfg: EmulatorConfig | None = 
     )
 
 
-__all__ = ["EmulationResult", "emulate"]
+__all__ = ["EmulationResult", "emulate", "REAL_STEP_BUDGET", "real_steps"]

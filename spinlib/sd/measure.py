@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..validation import ValidationError
+from ..validation import ValidationError, check_bool
 from .engine import CachedLM, target_generate
 from .prompts import MAX_PROMPT_TOKENS  # noqa: F401 -- re-exported (benchmarks, notebooks)
 
@@ -281,10 +281,24 @@ def read_summary(path):
         return None
 
 
+#: tokens a measurement may generate or score (:func:`measure_tokens`); about an hour at 5 tokens/s, the
+#: Qwen pair's engine on a 2-core CPU. ``allow_long`` lifts it.
+MEASURE_TOKEN_BUDGET = 20_000
+
+
+def measure_tokens(n_prompts: int, max_new_tokens: int, temperatures=(0.0, 1.0), L_values=tuple(range(1, 9)),
+                   engine_prompts: int = 2) -> int:
+    """Tokens a :func:`measure_pair` run generates or scores: the engine runs (``engine_prompts x |L_values| x
+    |temperatures| x max_new_tokens``) plus the teacher-forced passes (``n_prompts x |temperatures| x
+    max_new_tokens``)."""
+    per = len(tuple(temperatures)) * int(max_new_tokens)
+    return min(int(engine_prompts), int(n_prompts)) * len(tuple(L_values)) * per + int(n_prompts) * per
+
+
 def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: int, seed: int = 0,
                  temperatures=(0.0, 1.0), L_values=tuple(range(1, 9)), engine_prompts: int = 2,
                  recompute: bool = False, out_dir=None, progress: bool = True, threads: int | None = None,
-                 allow_busy: bool = False, cached_only: bool = False) -> dict:
+                 allow_busy: bool = False, cached_only: bool = False, allow_long: bool = False) -> dict:
     """Measure a pair on one task (Spec-Bench group or HumanEval); returns the summary (also written next to the JSONL).
 
     Per prompt and temperature: teacher-forced ``beta_t`` (one JSONL line each). On the first
@@ -295,7 +309,8 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     (refused when they exceed the effect it estimates). Rerunning with the same config reuses the
     finished lines (resumable); ``recompute`` starts over. ``cached_only``: return the finished
     summary of this configuration or refuse with one line (nothing is loaded, measured or written:
-    a smoke run reading committed measurements).
+    a smoke run reading committed measurements). A run of more than :data:`MEASURE_TOKEN_BUDGET` tokens
+    (:func:`measure_tokens`) is refused unless ``allow_long``.
     """
     import json
     import platform
@@ -313,6 +328,13 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
     from .prompts import encode, encode_intact, load_prompts
 
     pair = get_pair(pair_name)
+    check_bool("allow_long", allow_long)
+    work = measure_tokens(n_prompts, max_new_tokens, temperatures, L_values, engine_prompts)
+    if work > MEASURE_TOKEN_BUDGET and not allow_long and not cached_only:
+        raise ValidationError(f"measure: {work:,} tokens to generate or score ({n_prompts} prompts x {max_new_tokens} "
+                              f"new tokens, engine runs at {len(tuple(L_values))} draft lengths), past the budget of "
+                              f"{MEASURE_TOKEN_BUDGET:,} (about an hour on a 2-core CPU); fewer prompts or new tokens, "
+                              f"or allow_long=True (measure --allow-long)")
     cfg = {"pair": pair_name, "task": task, "n_prompts": n_prompts, "max_new_tokens": max_new_tokens,
            "seed": seed, "temperatures": list(temperatures), "L_values": list(L_values),
            "engine_prompts": engine_prompts, "version": 1}

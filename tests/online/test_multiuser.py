@@ -360,6 +360,26 @@ def test_certified_search_is_refused_once_it_projects_past_the_run_budget(monkey
     assert np.array_equal(again[0].draft_lengths, free[0].draft_lengths)
 
 
+def test_the_replanning_study_passes_allow_long_through_and_keys_without_it(monkeypatch, tmp_path):
+    """The study of notebook 10 refuses a run past the search budget like run_replan, runs it with allow_long,
+    and its cache entry is the same with or without the flag (it says where the work may run, not what it is)."""
+    from spinlib.cache import cached_call
+    from spinlib.studies.replanning import replan_under_fading
+
+    kw = dict(n_cells=1, num_users=7, rounds=12, seed=5, fadings=("rayleigh",), controllers=("replan-dinkelbach",), n_jobs=1)
+    monkeypatch.setattr(rep, "REPLAN_NODE_BUDGET", 1)
+    with pytest.raises(ValidationError, match="allow_long"):
+        replan_under_fading(**kw)
+    long = cached_call(replan_under_fading, allow_long=True, cache_dir=tmp_path, **kw)
+    monkeypatch.setattr(rep, "REPLAN_NODE_BUDGET", 10**12)
+    assert replan_under_fading(**kw) == long
+    calls = []
+    monkeypatch.setattr("spinlib.studies.replanning.Study.run", lambda *a, **k: calls.append(1) or [])
+    assert cached_call(replan_under_fading, cache_dir=tmp_path, **kw) == long and not calls  # read from the cache
+    with pytest.raises(ValidationError, match="allow_long must be True or False"):
+        replan_under_fading(allow_long="yes", **kw)
+
+
 @pytest.mark.parametrize("flag", [0, 1, "true", "false", None, 1.0, [True]])
 def test_allow_long_is_a_flag_not_a_truthy_value(flag):
     with pytest.raises(ValidationError, match="allow_long must be True or False"):

@@ -1,0 +1,69 @@
+"""Caps by projected cost on the commands that run real models: the testbed's real mode counts model
+steps (rounds x (1 + drafted tokens)) and a measurement counts the tokens it generates or scores; past
+their budgets both refuse in one line before any model loads, and allow_long lifts the cap without
+entering a cache key."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spinlib import random_scenario
+from spinlib.control.registry import solve
+from spinlib.emulator import EmulatorConfig, emulate
+from spinlib.emulator import testbed as TB
+from spinlib.sd import measure as M
+from spinlib.validation import ValidationError
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 6), st.integers(1, 8), st.integers(2, 400_000))
+def test_real_mode_refuses_past_its_step_budget_before_loading_a_model(K, L, rounds):
+    s = random_scenario(K, 0)
+    alloc = solve(s, "optimal-bandwidth-fixed-length", draft_length=L)
+    steps = TB.real_steps(alloc, rounds)
+    assert steps == rounds * (1 + sum(alloc.draft_lengths))
+    cfg = EmulatorConfig(rounds=rounds, real_models="no-such-pair-loaded-here")
+    if steps > TB.REAL_STEP_BUDGET:
+        with pytest.raises(ValidationError) as e:
+            emulate(s, alloc, cfg)
+        msg = str(e.value)
+        assert "\n" not in msg and f"{steps:,} model steps" in msg and "allow_long" in msg
+    else:  # under the budget the run goes on to load the pair (which does not exist): a different refusal
+        with pytest.raises(Exception) as e:
+            emulate(s, alloc, cfg)
+        assert "budget" not in str(e.value)
+
+
+def test_allow_long_is_a_flag_outside_the_key():
+    assert EmulatorConfig(allow_long=True) == EmulatorConfig()  # compare=False: not part of a cache key
+    for bad in (1, "yes", None):
+        with pytest.raises(ValidationError, match="allow_long must be True or False"):
+            EmulatorConfig(allow_long=bad)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 300), st.integers(1, 4096))
+def test_a_measurement_refuses_past_its_token_budget(n_prompts, new_tokens):
+    work = M.measure_tokens(n_prompts, new_tokens)
+    assert work == min(2, n_prompts) * 8 * 2 * new_tokens + n_prompts * 2 * new_tokens
+    if work <= M.MEASURE_TOKEN_BUDGET:
+        return
+    with pytest.raises(ValidationError) as e:
+        M.measure_pair("smollm2-rtn6", "qa", n_prompts=n_prompts, max_new_tokens=new_tokens)
+    assert "\n" not in str(e.value) and f"{work:,} tokens" in str(e.value) and "allow_long" in str(e.value)
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "spinlib", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_the_cli_refuses_in_one_line_and_allow_long_without_real_models(tmp_path):
+    scen = tmp_path / "s.json"
+    assert _cli("scenario", "--users", "3", "-o", str(scen)).returncode == 0
+    r = _cli("emulate", str(scen), "--policy", "homogeneous", "--allow-long")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--allow-long needs --real-models" in r.stderr
+    r = _cli("measure", "--pair", "smollm2-rtn6", "--task", "qa", "--prompts", "10", "--max-new-tokens", "4096")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "past the budget" in r.stderr, r.stderr
