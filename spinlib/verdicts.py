@@ -142,12 +142,13 @@ def under_predicts(prediction, lo, hi) -> Verdict:
 
 def _trend(word: str, sign: float, y, lo, hi, tol: float) -> Verdict:
     y = _points(f"{word} values", y)
-    if lo is None and hi is None:
+    if (lo is None) != (hi is None):
+        raise ValidationError(f"verdict {word}: give both bounds of the interval, or neither")
+    if lo is None:
         lo = hi = y
     lo, hi = _interval(lo, hi, word)
-    lo, hi = np.broadcast_to(lo, y.shape), np.broadcast_to(hi, y.shape)
     if lo.size != y.size:
-        raise ValidationError(f"verdict {word}: the interval needs one entry per point")
+        raise ValidationError(f"verdict {word}: the interval needs one entry per point ({y.size}), got {lo.size}")
     if y.size == 0:
         return Verdict(word, False, f"{word}: no points")
     steps = sign * np.diff(y)

@@ -95,6 +95,10 @@ def test_tests_over_no_points_do_not_hold_and_bad_inputs_are_refused():
         V.within([2], [1], 5)
     with pytest.raises(ValidationError, match="positive"):
         V.flat([1, -1], 1)
+    with pytest.raises(ValidationError, match="one entry per point"):
+        V.grows([1, 2, 3, 4], lo=[0, 1, 2], hi=[2, 3, 4])
+    with pytest.raises(ValidationError, match="both bounds"):
+        V.shrinks([3, 2, 1], lo=[2, 1, 0])
     with pytest.raises(ValidationError, match="one of"):
         V.on_map("bigger", {"cells": 1, "shares": {"holds": 1, "undecided": 0, "fails": 0}})
 
