@@ -102,12 +102,16 @@ def within(lo, hi, tol: float) -> Verdict:
                    f"within {tol:g}: difference in [{lo.min():.3g}, {hi.max():.3g}] at {ok.sum()} of {ok.size} points inside")
 
 
-def agrees(lo, hi, reference) -> Verdict:
-    """"agrees": every point's reference inside its measured interval ``[lo, hi]``."""
+def agrees(lo, hi, reference, rtol: float = 1e-12) -> Verdict:
+    """"agrees": every point's reference inside its measured interval ``[lo, hi]`` (each bound widened by
+    ``rtol`` of its size: floating-point rounding, where a deterministic cell's interval is a point)."""
     lo, hi = _interval(lo, hi, "agrees")
     ref = _points("agrees reference", reference, lo.size)
-    ok = (lo <= ref) & (ref <= hi)
-    return Verdict("agrees", bool(ok.size and ok.all()), f"agrees: the reference inside the interval at {ok.sum()} of {ok.size} points")
+    if not 0 <= rtol < 1e-3:
+        raise ValidationError("verdict agrees: rtol must be in [0, 1e-3) (rounding, not a tolerance)")
+    ok = (lo - rtol * np.abs(lo) <= ref) & (ref <= hi + rtol * np.abs(hi))
+    return Verdict("agrees", bool(ok.size and ok.all()),
+                   f"agrees: the reference inside the interval at {ok.sum()} of {ok.size} points")
 
 
 def closest(own_hi, others_lo) -> Verdict:
