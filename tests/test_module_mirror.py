@@ -33,7 +33,6 @@ INDIRECT = {
     "spinlib.emulator.links": ("import", "emulator/test_emulator.py", "the testbed's links, through spinlib.emulator"),
     "spinlib.emulator.montecarlo": ("import", "emulator/test_emulator.py", "the Monte Carlo check, through spinlib.emulator"),
     "spinlib.emulator.real_traces": ("import", "emulator/test_emulator.py", "the real-model trace source of emulate"),
-    "spinlib.emulator.testbed": ("import", "emulator/test_emulator.py", "emulate itself, re-exported by spinlib.emulator"),
     "spinlib.emulator.traces": ("import", "emulator/test_emulator.py", "synthetic traces, through spinlib.emulator"),
     "spinlib.online.anchors": ("import", "online/test_controllers.py", "the anchor controllers, through the registry"),
     "spinlib.studies.papers": ("notebook", "11_papers_as_written.ipynb", "notebook 11's studies; the papers' models "
