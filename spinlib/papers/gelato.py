@@ -25,14 +25,17 @@ H)`` (Fig. 2). **Baseline**: static SD with a fixed ``gamma`` (Sec. IV; the pape
 
 **Settings** (Sec. IV, Table I): Qwen2.5-0.5B drafting for Qwen2.5-7B on GSM8K, ``rho_0 = 0.9``, ``N0 =
 -174`` dBm/Hz, ``f^D = 40`` GFLOPS, ``p^D = 12`` W, ``p^U = 23`` dBm, ``E_bar = 1.2`` J, ``gamma_0 = 15``,
-``Theta_th = 1.2 H_th``, top-p ``0.99995``, ``T^LLM = 100`` ms, ``B`` in 1-10 MHz, 1000 steps; path loss and
-Rayleigh fading. **Ours** (the text does not state them, and every figure made with them says so): the
+``Theta_th = 1.2 H_th`` (our reading of a garbled Table I entry), top-p ``0.99995``, ``T^LLM = 100`` ms, ``B`` in
+1-10 MHz, averages over 1000 simulation rounds; path loss and Rayleigh fading. **Ours** (the text does not state
+them, and every figure made with them says so): the weight ``V`` (Fig. 5 does not give it; 10 here, one of Fig.
+4's two), the 1000 rounds read as one continuous run of 1000 steps (the context grows with every step), the
 drafter's shape (Qwen2.5-0.5B's published configuration: 24 layers, ``d_m = 896``, ``d_f = 4864``), the prompt's
 context (128 tokens), ``b_prob = 16`` and ``b_index = 18`` bits (``ceil(log2 151,665)``), a fixed top-p set
 size ``|S_i|`` (:attr:`GelatoSetting.topp_set`), the distance (200 m) and path loss ``128.1 + 37.6 log10(d /
 km)`` dB, per-token entropies i.i.d. exponential with the mean that makes ``E[phi(H)] = rho_0``, token ``i``
 accepted with probability ``phi(H_i)``, at least one token drafted when the first entropy already exceeds the
-bucket, and a step's energy counted on the transmitted length.
+bucket, and a step's energy counted on the transmitted length. Static SD at top-p ``0.99998`` (one of the
+paper's curves) needs a second set size and is not modelled.
 """
 from __future__ import annotations
 
@@ -141,18 +144,20 @@ def early_exit_length(entropies, h_threshold: float, theta_threshold: float) -> 
 def run(s: GelatoSetting, policy: str, *, bandwidth_hz: float, steps: int = 1000, seed: int = 0,
         V: float = 10.0, gamma: int = 7, t_llm_s: float | None = None) -> dict:
     """One device for ``steps`` steps under ``policy`` (``"gelato"``: Algorithm 1 with weight ``V``;
-    ``"static"``: a fixed ``gamma``, no early exit); every draw from ``numpy.random.default_rng(seed)`` (the
-    same channel and entropy streams for every policy of a seed).
+    ``"budget-only"``: its outer loop alone, the budget of (8) drafted in full (no entropy exit: an ablation
+    of ours); ``"static"``: a fixed ``gamma``, no early exit); every draw from
+    ``numpy.random.default_rng(seed)`` (the same channel and entropy streams for every policy of a seed).
 
     Returns
     -------
     dict
         ``throughput`` the paper's objective (5a), the mean of ``N_k / T_k`` [token/s]; ``tokens_per_s``
-        ``sum N / sum T``; ``mean_tokens`` per step; ``energy_per_token_j`` ``sum E / sum N``; ``mean_energy_j`` per step (against
+        ``sum N / sum T``; ``mean_tokens`` per step; ``queue_changed_share`` the share of steps whose budget
+        the energy queue changed (against ``Q = 0``; 0 for static SD); ``energy_per_token_j`` ``sum E / sum N``; ``mean_energy_j`` per step (against
         ``E_bar``); ``mean_gamma``; ``final_queue_j``.
     """
-    if policy not in ("gelato", "static"):
-        raise ValidationError(f"policy must be 'gelato' or 'static', got {policy!r}")
+    if policy not in ("gelato", "budget-only", "static"):
+        raise ValidationError(f"policy must be 'gelato', 'budget-only' or 'static', got {policy!r}")
     check_positive("bandwidth_hz", bandwidth_hz)
     check_int_range("steps", steps, 1, 10**6)
     check_int_range("gamma", gamma, 1, s.gamma_max)
@@ -165,12 +170,14 @@ def run(s: GelatoSetting, policy: str, *, bandwidth_hz: float, steps: int = 1000
     h_th, th_th = s.h_threshold, s.theta_factor * s.h_threshold
     context, queue = float(s.prompt_tokens), 0.0
     ratio = N_sum = T_sum = E_sum = g_sum = 0.0
+    changed = 0
     for k in range(steps):
-        if policy == "gelato":
-            budget = choose_budget(s, queue, V, context, gains[k], bandwidth_hz, t_llm)
-            g = early_exit_length(H[k, :budget], h_th, th_th)
-        else:
+        if policy == "static":
             g = gamma
+        else:
+            budget = choose_budget(s, queue, V, context, gains[k], bandwidth_hz, t_llm)
+            changed += budget != choose_budget(s, 0.0, V, context, gains[k], bandwidth_hz, t_llm)
+            g = early_exit_length(H[k, :budget], h_th, th_th) if policy == "gelato" else budget
         accepted = np.exp(-PHI_SLOPE * H[k, :g]) > U[k, :g]
         n = int(np.argmin(accepted)) if not accepted.all() else g
         N = n + 1
@@ -180,7 +187,8 @@ def run(s: GelatoSetting, policy: str, *, bandwidth_hz: float, steps: int = 1000
         context += N
         ratio += N / T
         N_sum, T_sum, E_sum, g_sum = N_sum + N, T_sum + T, E_sum + E, g_sum + g
-    return {"throughput": ratio / steps, "tokens_per_s": N_sum / T_sum, "mean_tokens": N_sum / steps, "energy_per_token_j": E_sum / N_sum,
+    return {"throughput": ratio / steps, "tokens_per_s": N_sum / T_sum, "mean_tokens": N_sum / steps,
+            "queue_changed_share": changed / steps, "energy_per_token_j": E_sum / N_sum,
             "mean_energy_j": E_sum / steps, "mean_gamma": g_sum / steps, "final_queue_j": queue}
 
 

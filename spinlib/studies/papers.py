@@ -258,7 +258,8 @@ GELATO_FIG5 = {"bandwidth_mhz": (1, 2, 4, 7, 10), "static_gammas": (5, 7, 9), "t
 
 def gelato_fig5(bandwidths_mhz, n_seeds: int, seed: int, steps: int = 1000, V: float = 10.0,
                 static_gammas=GELATO_FIG5["static_gammas"]) -> list[dict]:
-    """GELATO (Algorithm 1, weight ``V``) and static SD at each fixed ``gamma`` on the paper's model and settings
+    """GELATO (Algorithm 1, weight ``V``), its outer loop alone (``budget-only``, our ablation) and static SD at each
+    fixed ``gamma`` on the paper's model and settings
     (:mod:`spinlib.papers.gelato`, with our choices for what the text leaves out), at every bandwidth of Fig. 5 (a,
     b): one record per (bandwidth, policy, seed) with :func:`spinlib.papers.gelato.run`'s metrics; the seeds from
     :func:`spinlib.study.study_seeds`, the same at every bandwidth and for every policy."""
@@ -266,7 +267,7 @@ def gelato_fig5(bandwidths_mhz, n_seeds: int, seed: int, steps: int = 1000, V: f
     rows = []
     for B in bandwidths_mhz:
         for i, sd in enumerate(study_seeds(seed, n_seeds)):
-            runs = {"gelato": gl.run(s, "gelato", bandwidth_hz=B * 1e6, steps=steps, seed=sd, V=V)}
+            runs = {p: gl.run(s, p, bandwidth_hz=B * 1e6, steps=steps, seed=sd, V=V) for p in ("gelato", "budget-only")}
             for g in static_gammas:
                 runs[f"static-{g}"] = gl.run(s, "static", bandwidth_hz=B * 1e6, steps=steps, seed=sd, gamma=g)
             rows += [{"bandwidth_mhz": B, "policy": p, "seed": i, **r} for p, r in runs.items()]
