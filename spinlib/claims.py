@@ -28,7 +28,10 @@ Comparative words are verdicts with one definition each (:mod:`spinlib.verdicts`
 "agrees", "closest", "over-predicts", "grows", "shrinks", "flat", "log-like"): a template that uses
 one must pass the word's test (``tests=[verdicts.grows(y, lo, hi)]``), the claim holds only if every
 test passes, and each test's rule, with its numbers, is shown beside the sentence and recorded. A
-claim map that holds but not at every point of its region is recorded as holding "in part".
+claim map that holds but not at every point of its region is recorded as holding "in part" (a map
+claim that uses a verdict word carries :func:`spinlib.verdicts.on_map`, which holds only at every
+point: such a claim holds or fails, never in part). Only the template is read for verdict words, not
+the values that fill it.
 
 Values are numbers (or short strings); wall-clock times are not claims (they are measurements of
 the machine: ``benchmarks/``).
@@ -286,14 +289,16 @@ def real_models_text(claims_json: Path) -> str:
     out = [f"Generated from `{REAL_MODELS_NOTEBOOK}`'s claims in `results/claims.json` (commit "
            f"`{(doc.get('commit') or 'uncommitted')[:7]}`):", ""]
     for r in rows:
-        verdict = r.get("verdict") or ("holds" if r["holds"] else "fails")
-        out.append(f"- {mark[verdict]}{r['sentence']}".replace("\n", " "))
+        cell = holds_cell(r["holds"], r.get("region"))
+        verdict = r.get("verdict") or {"**no**": "fails", "yes": "holds"}.get(cell, "in part")
+        text = r["sentence"] + (f" (holds {r['where']})" if r.get("where") else "")
+        out.append(f"- {mark[verdict]}{text}".replace("\n", " "))
     return "\n".join(out) + "\n"
 
 
 def _replace_block(text: str, begin: str, end: str, body: str, readme: Path) -> str:
-    if begin not in text or end not in text:
-        raise ValidationError(f"{readme}: the markers {begin} and {end} are missing")
+    if begin not in text or end not in text or text.index(end) < text.index(begin):
+        raise ValidationError(f"{readme}: the markers {begin} and {end} are missing or out of order")
     head, rest = text.split(begin, 1)
     _, tail = rest.split(end, 1)
     return head + begin + "\n" + body + end + tail

@@ -37,12 +37,12 @@ from .validation import ValidationError
 #: canonical word -> the surface forms a template may use for it
 WORDS = {
     "within": ("within",),
-    "agrees": ("agrees", "agree", "matches", "match", "consistent"),
+    "agrees": ("agrees", "agree", "agreed", "matches", "match", "matched", "consistent"),
     "closest": ("closest",),
-    "over-predicts": ("over-predicts", "over-predict"),
-    "under-predicts": ("under-predicts", "under-predict"),
-    "grows": ("grows", "grow", "growing", "rises", "rise", "rising"),
-    "shrinks": ("shrinks", "shrink", "shrinking", "narrows", "narrow"),
+    "over-predicts": ("over-predicts", "over-predict", "over-predicted", "overpredicts", "overpredict"),
+    "under-predicts": ("under-predicts", "under-predict", "under-predicted", "underpredicts", "underpredict"),
+    "grows": ("grows", "grow", "grew", "growing", "rises", "rise", "rose", "rising"),
+    "shrinks": ("shrinks", "shrink", "shrank", "shrinking", "narrows", "narrow", "narrowed", "narrowing"),
     "flat": ("flat",),
     "log-like": ("log-like", "log-consistent", "logarithmic"),
 }
@@ -65,8 +65,11 @@ class Verdict:
 
 def words_in(template: str) -> set[str]:
     """The verdict words (keys of :data:`WORDS`) a claim template uses, outside its ``{fields}`` and
-    outside the swept-axis phrase "as ... grows"."""
-    text = _AXIS.sub(" ", _FIELD.sub(" ", template))
+    outside the swept-axis phrase "as ... grows" (a field there counts as a word: "as {knob} grows").
+
+    Only the template is read, not the values filling its fields. A negated use ("never rises") is still
+    a use: the word's test then decides, so write what the test checks ("with no step up")."""
+    text = _AXIS.sub(" ", _FIELD.sub("X", template))
     return {_FORM[m.group(1).lower()] for m in _FORMS.finditer(text)}
 
 
@@ -90,6 +93,14 @@ def _interval(lo, hi, name: str = "interval") -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
+def _with_points(lo, hi, values, name: str):
+    """An interval and per-point values, each of one entry or the same number of entries (broadcast)."""
+    lo, hi = _interval(lo, hi, name)
+    v = _points(f"{name} values", values)
+    n = v.size if lo.size == 1 else lo.size
+    return (np.broadcast_to(lo, (n,)), np.broadcast_to(hi, (n,)), _points(f"{name} values", v, n))
+
+
 def within(lo, hi, tol: float) -> Verdict:
     """"within ``tol``": every point's difference interval ``[lo, hi]`` inside ``[-tol, tol]``."""
     lo, hi = _interval(lo, hi, "within")
@@ -105,8 +116,7 @@ def within(lo, hi, tol: float) -> Verdict:
 def agrees(lo, hi, reference, rtol: float = 1e-12) -> Verdict:
     """"agrees": every point's reference inside its measured interval ``[lo, hi]`` (each bound widened by
     ``rtol`` of its size: floating-point rounding, where a deterministic cell's interval is a point)."""
-    lo, hi = _interval(lo, hi, "agrees")
-    ref = _points("agrees reference", reference, lo.size)
+    lo, hi, ref = _with_points(lo, hi, reference, "agrees")
     if not 0 <= rtol < 1e-3:
         raise ValidationError("verdict agrees: rtol must be in [0, 1e-3) (rounding, not a tolerance)")
     ok = (lo - rtol * np.abs(lo) <= ref) & (ref <= hi + rtol * np.abs(hi))
@@ -128,8 +138,7 @@ def closest(own_hi, others_lo) -> Verdict:
 
 def over_predicts(prediction, lo, hi) -> Verdict:
     """"over-predicts": every point's prediction above its measured interval's upper bound."""
-    lo, hi = _interval(lo, hi, "over-predicts")
-    p = _points("over-predicts prediction", prediction, hi.size)
+    lo, hi, p = _with_points(lo, hi, prediction, "over-predicts")
     ok = p > hi
     return Verdict("over-predicts", bool(ok.size and ok.all()),
                    f"over-predicts: above the measured interval at {ok.sum()} of {ok.size} points")
@@ -137,14 +146,15 @@ def over_predicts(prediction, lo, hi) -> Verdict:
 
 def under_predicts(prediction, lo, hi) -> Verdict:
     """"under-predicts": every point's prediction below its measured interval's lower bound."""
-    lo, hi = _interval(lo, hi, "under-predicts")
-    p = _points("under-predicts prediction", prediction, lo.size)
+    lo, hi, p = _with_points(lo, hi, prediction, "under-predicts")
     ok = p < lo
     return Verdict("under-predicts", bool(ok.size and ok.all()),
                    f"under-predicts: below the measured interval at {ok.sum()} of {ok.size} points")
 
 
 def _trend(word: str, sign: float, y, lo, hi, tol: float) -> Verdict:
+    if not tol >= 0:
+        raise ValidationError(f"verdict {word}: tol must be a number >= 0, got {tol!r}")
     y = _points(f"{word} values", y)
     if (lo is None) != (hi is None):
         raise ValidationError(f"verdict {word}: give both bounds of the interval, or neither")
@@ -177,8 +187,8 @@ def shrinks(y, lo=None, hi=None, tol: float = 0.0) -> Verdict:
 def flat(y, tol: float) -> Verdict:
     """"flat": positive values whose largest is at most ``1 + tol`` times the smallest."""
     y = _points("flat values", y)
-    if y.size == 0:
-        return Verdict("flat", False, "flat: no points")
+    if y.size < 2:
+        return Verdict("flat", False, f"flat: {y.size} point(s), 2 or more needed")
     if (y <= 0).any() or not tol >= 0:
         raise ValidationError("verdict flat: values must be positive and tol >= 0")
     ratio = float(y.max() / y.min())
@@ -186,7 +196,9 @@ def flat(y, tol: float) -> Verdict:
 
 
 def log_like(p_hi, p_max: float = 0.1) -> Verdict:
-    """"log-like": every point's power-law exponent interval upper bound ``p_hi`` below ``p_max``."""
+    """"log-like": every point's power-law exponent interval upper bound ``p_hi`` below ``p_max`` (the
+    upper bound only: a falling curve, ``p < 0``, passes too; pair it with :func:`grows` where growth
+    itself is claimed)."""
     p = _points("log-like p_hi", p_hi)
     ok = p < p_max
     return Verdict("log-like", bool(ok.size and ok.all()),
@@ -203,8 +215,10 @@ def mean_interval(samples, conf: float = 0.95, axis: int = 0):
     from scipy import stats
 
     x = np.asarray(samples, dtype=float)
-    if not np.isfinite(x).all() or x.size == 0:
-        raise ValidationError("verdict mean_interval: samples must be finite and non-empty")
+    if x.ndim == 0 or not np.isfinite(x).all() or x.size == 0:
+        raise ValidationError("verdict mean_interval: samples must be a finite, non-empty array")
+    if not 0 < conf < 1:
+        raise ValidationError(f"verdict mean_interval: conf must be in (0, 1), got {conf!r}")
     n = x.shape[axis]
     m = x.mean(axis=axis)
     if n < 2:

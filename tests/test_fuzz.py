@@ -150,27 +150,87 @@ def test_balance_check_on_mutated_inputs(which, muts, target):
         assert check_outcome(rc, out, err, exc) is None, (muts, target, check_outcome(rc, out, err, exc))
 
 
-ARENA_NUMERIC = ["--synthetic-alpha", "--rounds", "--users", "--seeds", "--seed", "--L-max", "--t-d-ms", "--t0-ms",
-                 "--t1-ms", "--delay-ms", "--energy-budget"]
+def typed_options(command: str) -> list[str]:
+    """Every option of ``command`` that takes a typed value (a number, a seed, a bounded integer), read from
+    the command line's own parser: a new option joins the campaign below without an edit here."""
+    import argparse
+
+    from spinlib.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sorted(a.option_strings[-1] for a in sub.choices[command]._actions
+                  if a.option_strings and a.nargs != 0 and a.choices is None and a.type not in (None, str, Path))
+
+
+#: every command with a typed option, declared once: a small valid invocation ("{scenario}": a scenario file)
+#: that the extreme-argument campaign perturbs, one typed option at a time; or, in NOT_FUZZED, why not
+FUZZED = {
+    "scenario": {"--users": "3"},
+    "solve": {"{scenario}": None, "--policy": "heterogeneous-sync", "--L-max": "6"},
+    "emulate": {"{scenario}": None, "--policy": "homogeneous", "--rounds": "50", "--json": None},
+    "arena": {"--synthetic-alpha": "0.8", "--rounds": "20", "--users": "2", "--seeds": "1", "--L-max": "6",
+              "--controllers": "fixed:L=2,ucb-specstop", "--json": None},
+    "replan": {"{scenario}": None, "--controllers": "replan-dinkelbach", "--rounds": "5", "--L-max": "4", "--json": None},
+    "balance": {"--random": "4", "--json": None},
+}
+NOT_FUZZED = {
+    "generate": "loads a real model pair for any valid value; its refusals before the load are tests/test_cli.py's",
+    "measure": "loads a real model pair for any valid value; its refusals and caps are tests/test_work_caps.py's",
+}
+EXTREME_TEXT = [repr(v) for v in EXTREMES if not isinstance(v, int) or abs(v) < 10**300] + ["", "x", "1e6", "-5", "0",
+                                                                                                "1" + "0" * 400]
+
+
+def test_every_command_with_a_typed_option_is_in_the_campaign():
+    import argparse
+
+    from spinlib.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    typed = {c for c in sub.choices if typed_options(c)}
+    assert typed <= set(FUZZED) | set(NOT_FUZZED), f"commands with typed options outside the campaign: {typed - set(FUZZED) - set(NOT_FUZZED)}"
+    assert not set(FUZZED) & set(NOT_FUZZED) and set(FUZZED) | set(NOT_FUZZED) <= set(sub.choices)
+    assert "--delay-stay" in typed_options("arena") and "--rounds" in typed_options("replan")
+
+
+CASES["typed_options"] = 0
+
+
+@FUZZ
+@given(command=st.sampled_from(sorted(FUZZED)), pick=st.integers(0, 10**6),
+       value=st.one_of(st.sampled_from(EXTREME_TEXT), st.text(max_size=12)))
+def test_every_typed_option_on_extreme_values(command, pick, value):
+    """Each command's typed options (from its parser) at extreme or junk values: success with finite JSON output,
+    or one line and exit 2 -- never a traceback."""
+    CASES["typed_options"] += 1
+    options = typed_options(command)
+    option = options[pick % len(options)]
+    base = dict(FUZZED[command])
+    base[option] = value
+    with tempfile.TemporaryDirectory() as d:
+        scen = str(write(d, "s.json", SCENARIOS[0]))
+        argv = [command]
+        for k, v in base.items():
+            argv += [scen] if k == "{scenario}" else [k] if v is None else [k, v]
+        res = run_cli(argv)
+    assert check_outcome(*res) is None, (argv, check_outcome(*res))
+
+
 ARENA_SPECS = ["fixed:L={}", "gelato:V={}", "specdec++:h={}", "ucb-specstop:c={}", "hf-confidence:threshold={}"]
 
 
 @FUZZ
-@given(option=st.sampled_from(ARENA_NUMERIC + ["--controllers", "--delay", "--fading", "--pair", "--tasks"]),
-       value=st.one_of(st.sampled_from([repr(v) for v in EXTREMES if not isinstance(v, int) or abs(v) < 10**300] + ["", "x", "1e6", "-5", "0", "1" + "0" * 400]),
-                       st.text(max_size=12)),
+@given(option=st.sampled_from(["--controllers", "--delay", "--fading", "--pair", "--tasks"]),
+       value=st.one_of(st.sampled_from(EXTREME_TEXT), st.text(max_size=12)),
        spec=st.sampled_from(ARENA_SPECS))
 def test_arena_on_extreme_arguments(option, value, spec):
+    """The arena's untyped options (controller specs, delay and fading models, pair and task names)."""
     CASES["arena"] += 1
-    base = {"--synthetic-alpha": "0.8", "--rounds": "20", "--users": "2", "--seeds": "1", "--L-max": "6",
-            "--controllers": "fixed:L=2,ucb-specstop"}
-    if option == "--controllers":
-        base[option] = spec.format(value)
-    else:
-        base[option] = value
+    base = dict(FUZZED["arena"])
+    base[option] = spec.format(value) if option == "--controllers" else value
     if option in ("--pair", "--tasks"):
         base.pop("--synthetic-alpha")
-    argv = ["arena", "--json"] + [x for kv in base.items() for x in kv]
+    argv = ["arena"] + [x for k, v in base.items() for x in ([k] if v is None else [k, v])]
     res = run_cli(argv)
     assert check_outcome(*res) is None, (argv, check_outcome(*res))
 

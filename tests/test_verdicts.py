@@ -24,6 +24,9 @@ def test_words_are_found_outside_fields_and_the_swept_axis_phrase():
     assert V.words_in("{within} of {n} cells; the model over-predicts") == {"over-predicts"}
     assert V.words_in("it Matches the paper, log-consistent, nearly flat") == {"agrees", "log-like", "flat"}
     assert V.words_in("growth and flatten and withinness") == set()  # whole words only
+    assert V.words_in("L shrinks as {knob} grows") == {"shrinks"}  # a field names the swept axis
+    assert V.words_in("it grew, then the gap was narrowing; the model overpredicts") == {"grows", "shrinks",
+                                                                                          "over-predicts"}
 
 
 @settings(max_examples=200, deadline=None)
@@ -69,7 +72,7 @@ def test_a_two_point_rise_or_an_overlapping_interval_is_not_growth():
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(1e-3, 1e3), min_size=1, max_size=8), st.floats(0, 2))
 def test_flat_is_the_spread_ratio(y, tol):
-    assert V.flat(y, tol).holds == (max(y) / min(y) <= 1 + tol)
+    assert V.flat(y, tol).holds == (len(y) >= 2 and max(y) / min(y) <= 1 + tol)
 
 
 @settings(max_examples=200, deadline=None)
@@ -95,6 +98,14 @@ def test_tests_over_no_points_do_not_hold_and_bad_inputs_are_refused():
         V.within([2], [1], 5)
     with pytest.raises(ValidationError, match="positive"):
         V.flat([1, -1], 1)
+    with pytest.raises(ValidationError, match="tol"):
+        V.grows([3, 2, 1, 4], tol=float("nan"))
+    with pytest.raises(ValidationError, match="conf"):
+        V.mean_interval([1.0, 2.0], conf=95)
+    with pytest.raises(ValidationError, match="array"):
+        V.mean_interval(3.0)
+    assert not V.flat([2.0], 0.1).holds
+    assert V.agrees(0, 1, [0.5, 0.6]).holds and not V.over_predicts([2, 0.5], 0, 1).holds
     with pytest.raises(ValidationError, match="one entry per point"):
         V.grows([1, 2, 3, 4], lo=[0, 1, 2], hi=[2, 3, 4])
     with pytest.raises(ValidationError, match="both bounds"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import brentq
 
+from ..papers import gelato as gl
 from ..papers import multispin as ms
 from ..papers import settings as st
 from ..papers import uplink_downlink as ud
@@ -249,6 +250,30 @@ def updown_gap_study(pair: str, K: int, n: int, seed: int, n_saa: int = ud.N_SAA
     return rows
 
 
-__all__ = ["M4PRO_DRAFT_S", "FIG6_GOODPUT", "FIG7_GAIN", "FIG7_BANDWIDTH_HZ", "MULTISPIN_POLICIES", "UPDOWN_POLICIES", "multispin_calibration",
+#: GELATO's Fig. 5 (a, b): the bandwidths [MHz] and static baselines it plots, and its axis ranges (throughput
+#: [token/s], energy [J/token]), read from the text's tick labels
+GELATO_FIG5 = {"bandwidth_mhz": (1, 2, 4, 7, 10), "static_gammas": (5, 7, 9), "throughput_axis": (10.0, 28.0),
+               "energy_axis": (0.20, 0.27), "gain_1mhz": (0.6498, -0.4747)}
+
+
+def gelato_fig5(bandwidths_mhz, n_seeds: int, seed: int, steps: int = 1000, V: float = 10.0,
+                static_gammas=GELATO_FIG5["static_gammas"]) -> list[dict]:
+    """GELATO (Algorithm 1, weight ``V``), its outer loop alone (``budget-only``, our ablation) and static SD at each
+    fixed ``gamma`` on the paper's model and settings
+    (:mod:`spinlib.papers.gelato`, with our choices for what the text leaves out), at every bandwidth of Fig. 5 (a,
+    b): one record per (bandwidth, policy, seed) with :func:`spinlib.papers.gelato.run`'s metrics; the seeds from
+    :func:`spinlib.study.study_seeds`, the same at every bandwidth and for every policy."""
+    s = gl.GelatoSetting()
+    rows = []
+    for B in bandwidths_mhz:
+        for i, sd in enumerate(study_seeds(seed, n_seeds)):
+            runs = {p: gl.run(s, p, bandwidth_hz=B * 1e6, steps=steps, seed=sd, V=V) for p in ("gelato", "budget-only")}
+            for g in static_gammas:
+                runs[f"static-{g}"] = gl.run(s, "static", bandwidth_hz=B * 1e6, steps=steps, seed=sd, gamma=g)
+            rows += [{"bandwidth_mhz": B, "policy": p, "seed": i, **r} for p, r in runs.items()]
+    return rows
+
+
+__all__ = ["GELATO_FIG5", "gelato_fig5", "M4PRO_DRAFT_S", "FIG6_GOODPUT", "FIG7_GAIN", "FIG7_BANDWIDTH_HZ", "MULTISPIN_POLICIES", "UPDOWN_POLICIES", "multispin_calibration",
            "multispin_sweep", "multispin_gap_study", "multispin_certified_gap", "updown_powers", "updown_point", "updown_sweep",
            "updown_gap_study", "updown_joint_study"]
