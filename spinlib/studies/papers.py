@@ -250,30 +250,37 @@ def updown_gap_study(pair: str, K: int, n: int, seed: int, n_saa: int = ud.N_SAA
     return rows
 
 
-#: GELATO's Fig. 5 (a, b): the bandwidths [MHz] and static baselines it plots, and its axis ranges (throughput
-#: [token/s], energy [J/token]), read from the text's tick labels
-GELATO_FIG5 = {"bandwidth_mhz": (1, 2, 4, 7, 10), "static_gammas": (5, 7, 9), "throughput_axis": (10.0, 28.0),
-               "energy_axis": (0.20, 0.27), "gain_1mhz": (0.6498, -0.4747)}
+#: GELATO's Fig. 5: (a, b) the bandwidths [MHz] at T^LLM = 100 ms, (c, d) the verification latencies [ms] at 5 MHz,
+#: the static baselines it plots, and the numbers its text states (Sec. IV)
+GELATO_FIG5 = {"bandwidth_mhz": (1, 2, 4, 7, 10), "t_llm_ms": (60, 80, 100, 120, 140), "static_gammas": (5, 7, 9),
+               "gain_1mhz": (0.6498, -0.4747), "tllm_gain": {60: 0.2595, 140: 0.2004}, "tllm_energy_cut": 0.2339}
+GELATO_KNOBS = ("bandwidth_mhz", "t_llm_ms")
 
 
-def gelato_fig5(bandwidths_mhz, n_seeds: int, seed: int, steps: int = 1000, V: float = 10.0,
+def gelato_fig5(knob: str, values, n_seeds: int, seed: int, steps: int = 1000, V: float = 10.0,
+                bandwidth_mhz: float = 5.0, t_llm_ms: float = 100.0,
                 static_gammas=GELATO_FIG5["static_gammas"]) -> list[dict]:
     """GELATO (Algorithm 1, weight ``V``), its outer loop alone (``budget-only``, our ablation) and static SD at each
-    fixed ``gamma`` on the paper's model and settings
-    (:mod:`spinlib.papers.gelato`, with our choices for what the text leaves out), at every bandwidth of Fig. 5 (a,
-    b): one record per (bandwidth, policy, seed) with :func:`spinlib.papers.gelato.run`'s metrics; the seeds from
-    :func:`spinlib.study.study_seeds`, the same at every bandwidth and for every policy."""
+    fixed ``gamma`` on the paper's model and settings (:mod:`spinlib.papers.gelato`, with our choices for what the
+    text leaves out), over ``knob`` (``"bandwidth_mhz"``: Fig. 5(a, b), at ``t_llm_ms``; ``"t_llm_ms"``: Fig. 5(c,
+    d), at ``bandwidth_mhz``): one record per (value ``x``, policy, seed) with :func:`spinlib.papers.gelato.run`'s
+    metrics; the seeds from :func:`spinlib.study.study_seeds`, the same at every value and for every policy."""
+    if knob not in GELATO_KNOBS:
+        raise ValidationError(f"knob must be one of {GELATO_KNOBS}, got {knob!r}")
     s = gl.GelatoSetting()
     rows = []
-    for B in bandwidths_mhz:
+    for x in values:
+        B = (x if knob == "bandwidth_mhz" else bandwidth_mhz) * 1e6
+        t_llm = (x if knob == "t_llm_ms" else t_llm_ms) * 1e-3
         for i, sd in enumerate(study_seeds(seed, n_seeds)):
-            runs = {p: gl.run(s, p, bandwidth_hz=B * 1e6, steps=steps, seed=sd, V=V) for p in ("gelato", "budget-only")}
+            runs = {p: gl.run(s, p, bandwidth_hz=B, steps=steps, seed=sd, V=V, t_llm_s=t_llm)
+                    for p in ("gelato", "budget-only")}
             for g in static_gammas:
-                runs[f"static-{g}"] = gl.run(s, "static", bandwidth_hz=B * 1e6, steps=steps, seed=sd, gamma=g)
-            rows += [{"bandwidth_mhz": B, "policy": p, "seed": i, **r} for p, r in runs.items()]
+                runs[f"static-{g}"] = gl.run(s, "static", bandwidth_hz=B, steps=steps, seed=sd, gamma=g, t_llm_s=t_llm)
+            rows += [{"x": x, "policy": p, "seed": i, **r} for p, r in runs.items()]
     return rows
 
 
-__all__ = ["GELATO_FIG5", "gelato_fig5", "M4PRO_DRAFT_S", "FIG6_GOODPUT", "FIG7_GAIN", "FIG7_BANDWIDTH_HZ", "MULTISPIN_POLICIES", "UPDOWN_POLICIES", "multispin_calibration",
+__all__ = ["GELATO_FIG5", "GELATO_KNOBS", "gelato_fig5", "M4PRO_DRAFT_S", "FIG6_GOODPUT", "FIG7_GAIN", "FIG7_BANDWIDTH_HZ", "MULTISPIN_POLICIES", "UPDOWN_POLICIES", "multispin_calibration",
            "multispin_sweep", "multispin_gap_study", "multispin_certified_gap", "updown_powers", "updown_point", "updown_sweep",
            "updown_gap_study", "updown_joint_study"]

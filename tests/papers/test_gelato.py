@@ -103,3 +103,17 @@ def test_runs_are_reproducible_and_refuse_bad_input():
         G.GelatoSetting(rho0=1.0)
     with pytest.raises(ValidationError, match="topp_set"):
         G.GelatoSetting(topp_set=0)
+
+
+def test_the_fig5_study_sweeps_its_knob_with_common_seeds():
+    from spinlib.studies.papers import gelato_fig5
+
+    rows = gelato_fig5("t_llm_ms", [60, 140], 2, 0, steps=50)
+    assert {(r["x"], r["policy"]) for r in rows} == {(x, p) for x in (60, 140)
+                                                      for p in ("gelato", "budget-only", "static-5", "static-7", "static-9")}
+    slow = {r["policy"]: r for r in rows if r["x"] == 140 and r["seed"] == 0}
+    fast = {r["policy"]: r for r in rows if r["x"] == 60 and r["seed"] == 0}
+    assert slow["static-5"]["mean_tokens"] == fast["static-5"]["mean_tokens"]  # common draws: T_LLM changes time only
+    assert slow["static-5"]["throughput"] < fast["static-5"]["throughput"]
+    with pytest.raises(ValidationError, match="knob"):
+        gelato_fig5("distance_m", [100], 1, 0)
