@@ -35,8 +35,6 @@ INDIRECT = {
     "spinlib.emulator.real_traces": ("import", "emulator/test_emulator.py", "the real-model trace source of emulate"),
     "spinlib.emulator.traces": ("import", "emulator/test_emulator.py", "synthetic traces, through spinlib.emulator"),
     "spinlib.online.anchors": ("import", "online/test_controllers.py", "the anchor controllers, through the registry"),
-    "spinlib.studies.papers": ("notebook", "11_papers_as_written.ipynb", "notebook 11's studies; the papers' models "
-                               "they call are tested in tests/papers/"),
 }
 
 
