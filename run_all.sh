@@ -79,7 +79,9 @@ export PYTHONHASHSEED=0 SPINLIB_NO_PROGRESS=1
 # Side by side on purpose: SPINLIB_NO_LOCK=1 (then give each run half the cores: OMP_NUM_THREADS=1).
 if [[ -z "${SPINLIB_RUN_LOCK_HELD:-}" && -z "${SPINLIB_NO_LOCK:-}" ]] && command -v flock >/dev/null; then
   mkdir -p "$ROOT/.cache"
-  exec 9>"$ROOT/.cache/run_all.lock"
+  [[ ! -L "$ROOT/.cache" && ! -L "$ROOT/.cache/run_all.lock" ]] || {
+    echo "run_all.sh: refusing to open the lock $ROOT/.cache/run_all.lock through a symbolic link; remove the link" >&2; exit 2; }
+  exec 9>>"$ROOT/.cache/run_all.lock"
   if ! flock -n 9; then
     echo "run_all.sh: another run_all.sh is running on this checkout; waiting for it to finish (Ctrl-C to stop; SPINLIB_NO_LOCK=1 runs side by side)" >&2
     flock 9
@@ -139,8 +141,9 @@ if [[ $STALE == True ]]; then
   stale_out=$("$PY" -m spinlib.notebook stale) || { echo "run_all.sh: cannot tell which notebooks are stale (see the line above); nothing was run" >&2; exit 2; }
   mapfile -t stale < <(printf '%s' "$stale_out" | grep .)
   # a notebook an interrupted run left unfinished is stale too, whatever its provenance says
-  if [[ -f "$OUTDIR/RUN_INCOMPLETE" ]]; then
-    mapfile -t -O "${#stale[@]}" stale < <(grep -o '^notebooks/[0-9][0-9]_' "$OUTDIR/RUN_INCOMPLETE" | cut -c11-12)
+  left=$("$PY" -m spinlib.runfiles unfinished "$OUTDIR") || exit 2
+  if [[ -n "$left" ]]; then
+    mapfile -t -O "${#stale[@]}" stale < <(printf '%s\n' "$left" | grep -o '^notebooks/[0-9][0-9]_' | cut -c11-12)
     mapfile -t stale < <(printf '%s\n' "${stale[@]}" | sort -u)
   fi
   [[ ${#stale[@]} -gt 0 ]] || { echo "run_all.sh: no notebook is stale"; exit 0; }
@@ -155,55 +158,62 @@ if [[ ${#PARAMS[@]} -gt 0 ]]; then  # every -p value checked against the noteboo
   mapfile -t PM_PARAMS <<< "$pm"
   echo "parameters ${PARAMS[*]}: results in $SPINLIB_RESULTS"
 fi
-mkdir -p "$OUTDIR/executed" "$OUTDIR/figures"
-"$PY" - "$OUTDIR/ENVIRONMENT.txt" <<'PYEOF'
-import platform, subprocess, sys, importlib.metadata as md, os
-lines = [f"python {sys.version.split()[0]}", f"platform {platform.platform()}"]
-try:
-    cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")]
-    lines.append(f"cpu {cpu[0] if cpu else platform.processor()} x {os.cpu_count()}")
-except OSError:
-    lines.append(f"cpu {platform.processor()} x {os.cpu_count()}")
-commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
-dirty = subprocess.run(["git", "status", "--porcelain", "--", "spinlib", "notebooks"], capture_output=True, text=True).stdout.strip()
-lines.append(f"git commit {commit}{' (with uncommitted changes)' if dirty else ''}")
-for p in ["numpy", "scipy", "cvxpy", "torch", "transformers", "datasets", "matplotlib", "seaborn", "papermill"]:
-    lines.append(f"{p} {md.version(p)}")
-open(sys.argv[1], "w").write("\n".join(lines) + "\n")
-PYEOF
+mkdir -p "$OUTDIR"
+# every file of the run machinery is written through spinlib.runfiles: never through a planted link, never
+# under a folder that is a link; papermill and the log write into a fresh private folder, moved into place
+RF=("$PY" -m spinlib.runfiles)
+"${RF[@]}" environment "$OUTDIR" "$OUTDIR/ENVIRONMENT.txt" || exit 2
+mkdir -p "$OUTDIR/figures"
+# notebooks an earlier run left unfinished are reported by every later run (at its start and its end) until
+# each has completed; the committed results' marker is reported by smoke, -p and verify runs too
+report_unfinished() {
+  local dir left
+  for dir in "$ROOT/results" "$OUTDIR"; do
+    left=$("${RF[@]}" unfinished "$dir") || exit 2
+    [[ -z "$left" ]] || echo "run_all.sh: an earlier run left unfinished in $dir (their results may be partial; bash run_all.sh --only NN re-runs one):" $left >&2
+    [[ "$OUTDIR" != "$ROOT/results" ]] || break
+  done
+}
+report_unfinished
 
-# a run in progress (or interrupted) is marked: results/RUN_INCOMPLETE lists what did not finish
+# a run in progress (or interrupted) is marked: results/RUN_INCOMPLETE lists what did not finish; markers
+# accumulate: what an earlier interrupted run left unfinished stays listed until it completes
 MARK="$OUTDIR/RUN_INCOMPLETE"
-# markers accumulate: what an earlier interrupted run left unfinished stays listed until it completes
-earlier=(); [[ -f "$MARK" ]] && mapfile -t earlier < <(grep '^notebooks/' "$MARK")
-{ echo "run started $(date -u +%FT%TZ); unfinished notebooks (summaries/figures of these may be partial):"
-  printf '%s\n' "${earlier[@]}" "${notebooks[@]}" | grep . | sort -u; } > "$MARK.tmp"
-mv -f "$MARK.tmp" "$MARK"
+"${RF[@]}" mark "$OUTDIR" "${notebooks[@]}" || exit 2
 total_start=$(date +%s)
 cache_state=empty; [[ -n "$(ls -A "$OUTDIR/cache" 2>/dev/null)" ]] && cache_state=reused
+SCRATCH=""
+trap 'if [[ -n "$SCRATCH" ]]; then rm -rf "$SCRATCH"; fi' EXIT
 for nb in "${notebooks[@]}"; do
   name=$(basename "$nb")
   start=$(date +%s)
-  tmp="$OUTDIR/executed/.${name%.ipynb}.running.ipynb"
+  SCRATCH=$("${RF[@]}" scratch "$OUTDIR") || exit 2
+  tmp="$SCRATCH/$name"; log="$SCRATCH/${name%.ipynb}.log"
   if ! "$PY" -m papermill "$nb" "$tmp" -k spinlib --cwd notebooks \
         -p SMOKE "$SMOKE" -p RECOMPUTE "$RECOMPUTE" "${PM_PARAMS[@]}" --no-progress-bar --log-level WARNING \
-        > "$OUTDIR/executed/${name%.ipynb}.log" 2>&1; then
-    mv -f "$tmp" "$OUTDIR/executed/${name%.ipynb}.failed.ipynb" 2>/dev/null || true
+        > "$log" 2>&1; then
     echo "FAILED  $name after $(( $(date +%s) - start )) s; the failing cell and error:" >&2
-    grep -v '^\s*$' "$OUTDIR/executed/${name%.ipynb}.log" | tail -n 40 >&2
-    echo "(executed copy with the error: $OUTDIR/executed/${name%.ipynb}.failed.ipynb; $MARK lists what did not finish)" >&2
+    grep -v '^\s*$' "$log" | tail -n 40 >&2
+    "${RF[@]}" place "$OUTDIR" "$log" "$OUTDIR/executed/${name%.ipynb}.log" || true
+    if [[ -f "$tmp" ]] && "${RF[@]}" place "$OUTDIR" "$tmp" "$OUTDIR/executed/${name%.ipynb}.failed.ipynb"; then
+      echo "(executed copy with the error: $OUTDIR/executed/${name%.ipynb}.failed.ipynb; $MARK lists what did not finish)" >&2
+    else
+      echo "($MARK lists what did not finish)" >&2
+    fi
     exit 1
   fi
-  mv -f "$tmp" "$OUTDIR/executed/$name"
+  "${RF[@]}" place "$OUTDIR" "$log" "$OUTDIR/executed/${name%.ipynb}.log" || exit 2
+  "${RF[@]}" place "$OUTDIR" "$tmp" "$OUTDIR/executed/$name" || exit 2
+  rm -rf "$SCRATCH"; SCRATCH=""
   rm -f "$OUTDIR/executed/${name%.ipynb}.failed.ipynb"
-  grep -vxF "$nb" "$MARK" > "$MARK.tmp" || true; mv -f "$MARK.tmp" "$MARK"
+  "${RF[@]}" done "$OUTDIR" "$nb" || exit 2
   printf '%-40s %5d s\n' "$name" $(( $(date +%s) - start ))
   # its wall time, recorded as soon as it completes (results/timings/notebooks.json; the README's run-time
   # table): a later notebook that fails does not lose the times of those that finished
   "$PY" -m spinlib.runtimes notebooks "$OUTDIR/timings/notebooks.json" "$SMOKE" "$RECOMPUTE" "$cache_state" \
     "${name%.ipynb}" $(( $(date +%s) - start ))
 done
-grep -q '^notebooks/' "$MARK" || rm -f "$MARK"  # kept while an earlier run's notebook is still unfinished
+report_unfinished
 "$PY" -m spinlib.claims merge
 if [[ $VERIFY == True ]]; then
   only=(); for nb in "${notebooks[@]}"; do b=$(basename "$nb"); only+=("${b:0:2}"); done

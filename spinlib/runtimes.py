@@ -35,6 +35,9 @@ def _commit() -> str | None:
 
 
 def _load(path: Path) -> dict:
+    if Path(path).is_symlink():  # read and then rewritten: a link would be followed by the read
+        raise ValidationError(f"{path} is a symbolic link: a run-time record is read and rewritten, so it must be "
+                              "a regular file (remove the link)")
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:

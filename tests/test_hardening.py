@@ -295,10 +295,10 @@ def test_interrupted_run_keeps_the_last_complete_notebook_and_says_it_is_incompl
     p = subprocess.Popen(["bash", "run_all.sh", "--only", "99"], cwd=proj, env=env, start_new_session=True,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    running = results / "executed" / ".99_sleep.running.ipynb"
     deadline = time.time() + 240
-    while time.time() < deadline and p.poll() is None:
-        if running.exists() and "started" in running.read_text(errors="replace"):
+    while time.time() < deadline and p.poll() is None:  # papermill writes into a private folder while it runs
+        running = list((results / "executed").glob(".running-*/99_sleep.ipynb"))
+        if running and "started" in running[0].read_text(errors="replace"):
             break
         time.sleep(0.5)
     assert p.poll() is None, p.communicate()
@@ -309,6 +309,7 @@ def test_interrupted_run_keeps_the_last_complete_notebook_and_says_it_is_incompl
     mark = results / "RUN_INCOMPLETE"
     assert mark.exists() and "notebooks/99_sleep.ipynb" in mark.read_text()
     assert not (results / "timings" / "notebooks.json").exists()
+    assert not list((results / "executed").glob(".running-*"))  # the private folder goes with the run
 
 
 @pytest.mark.campaign
