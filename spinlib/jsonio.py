@@ -159,31 +159,63 @@ def read_jsonl_records(path, what: str, check: Callable[[Any, Any, int], Any],
 
 
 class exclusive_lock:
-    """An exclusive lock beside a file (``<file>.lock``) for a run that appends to it: refused in one line naming
-    ``what`` when another run holds it (``fcntl.flock``, non-blocking); the lock file is removed on release. The one
-    lock of every resumable record file (a study's store, a measurement's and a trace recording's JSONL)."""
+    """An exclusive lock for a run that appends to a record file: refused in one line naming ``what`` when
+    another run holds it (``fcntl.flock``, non-blocking). The one lock of every resumable record file (a
+    study's store, a measurement's and a trace recording's JSONL).
 
-    def __init__(self, path: str | Path, what: str):
+    ``scope="file"`` locks ``<file>.lock``; ``scope="folder"`` locks ``<folder>/.lock``, one lock per output
+    folder, so that two runs writing *different* files of one folder (two configurations of one measured task)
+    are refused too. The lock file is opened without following a link (a planted link is refused in one line)
+    and removed on release; a run that acquires it checks that the path still names the file it locked, so a
+    lock removed by its holder between another run's open and its ``flock`` is never held by two runs."""
+
+    def __init__(self, path: str | Path, what: str, *, scope: str = "file"):
         path = Path(path)
-        self.lock = path.with_name(path.name + ".lock")
+        if scope not in ("file", "folder"):
+            raise ValidationError(f"scope must be 'file' or 'folder', got {scope!r}")
+        self.lock = path.with_name(path.name + ".lock") if scope == "file" else path.parent / ".lock"
         self.what = what
 
     def __enter__(self):
         import fcntl
 
-        self.f = open(self.lock, "a")
-        try:
-            fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self.f.close()
-            raise ValidationError(f"{self.lock}: another run holds {self.what}; wait for it to end "
-                                  f"(or delete the lock if no run is left)") from None
-        return self
+        for _ in range(100):  # each retry follows a holder that released (and removed) the lock meanwhile
+            try:
+                fd = os.open(self.lock, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+            except OSError as e:
+                raise ValidationError(f"{self.lock}: cannot open the lock of {self.what} ({e.strerror}; a symbolic "
+                                      "link there is refused)") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise ValidationError(f"{self.lock}: another run holds {self.what}; wait for it to end "
+                                      f"(or delete the lock if no run is left)") from None
+            try:
+                same = os.stat(self.lock, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self.fd = fd
+                return self
+            os.close(fd)
+        raise ValidationError(f"{self.lock}: the lock of {self.what} keeps changing; is another run starting "
+                              "and stopping in a loop?")
 
     def __exit__(self, *exc):
-        self.lock.unlink(missing_ok=True)
-        self.f.close()
+        self.lock.unlink(missing_ok=True)  # while held: a run that opened it before cannot then hold it (above)
+        os.close(self.fd)
         return False
+
+
+def open_append(path: str | Path):
+    """``path`` opened for appending text, never through a link (a dangling link would create its target): the
+    one way a resumable record file is appended to. A link is refused in one line."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+    except OSError as e:
+        raise ValidationError(f"{path}: cannot append to it ({e.strerror}; a symbolic link there is refused)") from None
+    return os.fdopen(fd, "a", encoding="utf-8")
 
 
 def resume_jsonl(path: str | Path, read: Callable[[list], dict]) -> dict:
@@ -192,6 +224,9 @@ def resume_jsonl(path: str | Path, read: Callable[[list], dict]) -> dict:
     then the file is rewritten atomically from the kept lines, so that a torn last line is dropped and never
     appended onto. A missing file has no records."""
     path = Path(path)
+    if path.is_symlink():  # a dangling one too: it would be read through, then appended through
+        raise ValidationError(f"{path}: is a symbolic link; a resumable record file must be a regular file "
+                              "(remove the link)")
     if not path.exists():
         return {}
     kept: list[str] = []

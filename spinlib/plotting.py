@@ -4,11 +4,13 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import tempfile
 from pathlib import Path
 
 import matplotlib
 import numpy as np
 
+from .jsonio import open_append
 from .paths import FIGURES
 from .validation import ValidationError
 
@@ -208,7 +210,7 @@ def save_figure(fig, name: str, directory: Path | None = None) -> None:
         import json
 
         Path(directory or FIGURES).mkdir(parents=True, exist_ok=True)
-        with open(Path(directory or FIGURES) / "FAULTS.jsonl", "a", encoding="utf-8") as f:
+        with open_append(Path(directory or FIGURES) / "FAULTS.jsonl") as f:  # never through a link
             f.write(json.dumps({"figure": name, "faults": faults}) + "\n")
     elif faults:
         raise ValidationError(f"figure {name!r} does not read: {'; '.join(faults[:3])}"
@@ -217,9 +219,11 @@ def save_figure(fig, name: str, directory: Path | None = None) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / f"{name}.{ext}" for ext in ("pdf", "png")]
     for p in paths:
-        # written to a temporary file and renamed: an interrupted run never leaves a torn figure;
-        # no creation date in the PDF: the same run gives the same bytes
-        tmp = p.with_name(f".{p.name}.tmp")
+        # written to a fresh temporary file (mkstemp: no name to plant a link at) and renamed: an interrupted run
+        # never leaves a torn figure; no creation date in the PDF: the same run gives the same bytes
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{p.name}.", suffix=".tmp")
+        os.close(fd)
+        tmp = Path(tmp)
         try:
             fig.savefig(tmp, format=p.suffix[1:], metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
             os.replace(tmp, p)

@@ -38,7 +38,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from .cache import canonical_json, config_key, key_form
-from .jsonio import exclusive_lock, json_default, read_jsonl_records, resume_jsonl
+from .jsonio import exclusive_lock, json_default, open_append, read_jsonl_records, resume_jsonl
 from .paths import ROOT
 from .validation import ValidationError, check_int_range
 
@@ -204,7 +204,7 @@ class Study:
             done = resume_jsonl(path, lambda kept: read_store(path, key, [s for _, s in tasks], kept))
             todo = [i for i in range(len(tasks)) if i not in done]
             if todo:
-                with open(path, "a", encoding="utf-8") as f:
+                with open_append(path) as f:
                     for i, out in iter_points(_Task(self.point), [(i, *tasks[i]) for i in todo], n_jobs=n_jobs,
                                               scheduler=scheduler, progress=progress, desc=f"study {self.name}",
                                               total=len(tasks), initial=len(done)):

@@ -6,6 +6,7 @@ depend on where the tasks ran; a bad configuration is one line; the sweeps and c
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -240,6 +241,55 @@ def test_a_second_measurement_or_trace_writer_is_refused_before_any_work(tmp_pat
         call = lambda: record_traces(pair, task, n_prompts=1, max_new_tokens=4, out_dir=tmp_path)
     raw = tmp_path / pair / f"{task}-{config_key(cfg, 12)}.jsonl"
     raw.parent.mkdir(parents=True)
-    with exclusive_lock(raw, "another writer's records"):
+    live = '{"a live run": "its records"}\n'
+    raw.write_text(live)
+    # the lock is the output folder's: a writer of another file there (another task or configuration) holds it too
+    with exclusive_lock(raw.with_name("other-task-0123456789ab.jsonl"), "another writer's records", scope="folder"):
         with pytest.raises(ValidationError, match="another run holds"):
             call()
+        if which == "measure":  # recompute never deletes the records of a run that holds the folder
+            with pytest.raises(ValidationError, match="another run holds"):
+                measure_pair(pair, task, n_prompts=1, max_new_tokens=4, out_dir=tmp_path, progress=False,
+                             recompute=True)
+        else:
+            with pytest.raises(ValidationError, match="another run holds"):
+                record_traces(pair, task, n_prompts=1, max_new_tokens=4, out_dir=tmp_path, recompute=True)
+    assert raw.read_text() == live
+
+
+def test_a_lock_released_between_another_runs_open_and_flock_is_not_held_twice(tmp_path):
+    """The flock-and-unlink race: run B opens the lock file, run A releases (and removes) it, run C creates a new
+    one; B's flock then succeeds on the removed file. B checks that the path still names what it locked, so B and
+    C never both hold the lock."""
+    import fcntl
+
+    from spinlib.jsonio import exclusive_lock
+
+    f = tmp_path / "r.jsonl"
+    lock = tmp_path / "r.jsonl.lock"
+    stale = os.open(lock, os.O_WRONLY | os.O_CREAT)  # B's open, before A's release
+    lock.unlink()  # A released
+    with exclusive_lock(f, "these records"):  # C holds the new lock file
+        fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)  # B's flock succeeds on the removed inode ...
+        assert os.fstat(stale).st_ino != os.stat(lock).st_ino  # ... which exclusive_lock detects and retries on
+        with pytest.raises(ValidationError, match="another run holds"):
+            with exclusive_lock(f, "these records"):
+                pass
+    os.close(stale)
+
+
+@pytest.mark.parametrize("what", ["lock", "store"])
+@pytest.mark.parametrize("dangling", [True, False])
+def test_record_files_and_their_locks_are_never_opened_through_a_link(tmp_path, what, dangling):
+    """A link planted at a lock or at a resumable record file (dangling or not) is refused in one line; its target is
+    neither created nor written."""
+    s = study(tmp_path)
+    path = s.store(tmp_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    target = tmp_path / "target.txt"
+    if not dangling:
+        target.write_text("keep\n")
+    (path.with_name(path.name + ".lock") if what == "lock" else path).symlink_to(target)
+    with pytest.raises(ValidationError, match="symbolic link"):
+        s.run(n_jobs=1, progress=False, store_dir=tmp_path)
+    assert (not target.exists()) if dangling else target.read_text() == "keep\n"

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ..jsonio import exclusive_lock, loads_json, resume_jsonl
+from ..jsonio import exclusive_lock, loads_json, open_append, resume_jsonl
 from ..validation import ValidationError
 
 TRACE_VERSION = 1
@@ -369,18 +369,20 @@ def record_traces(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: 
     out_dir = Path(out_dir or traces_dir())
     raw = out_dir / pair_name / f"{task}-{key}.jsonl"
     prov = raw.with_name(f"{task}-{key}.provenance.json")
-    if recompute and raw.exists():
-        raw.unlink()
     raw.parent.mkdir(parents=True, exist_ok=True)
     kernel = pair_kernel(pair_name).kernel  # every record names it; a resumed file must hold this kernel's only
-    with exclusive_lock(raw, "this trace recording"):  # a second writer is refused in one line
+    # one writer per output folder (a second recording of this pair is refused in one line); recompute starts
+    # over only once the lock is held, never under a running writer
+    with exclusive_lock(raw, f"the trace recordings of {pair_name} in {raw.parent}", scope="folder"):
+        if recompute:
+            raw.unlink(missing_ok=True)
         # a torn last line (an interrupted run) is dropped from the file before anything is appended
         done = resume_jsonl(raw, lambda kept: read_traces(raw, same={"kernel": kernel}, kept=kept))
         target, draft, tok = load_pair(pair_name, kernel)
         spec = PACKAGED[pair.target]
         stop = (tok.eos_token_id,) if tok.eos_token_id is not None else ()
         prompts = load_prompts(task, n_prompts)
-        with raw.open("a") as f:
+        with open_append(raw) as f:
             for p in prompts:
                 if p["question_id"] in done:
                     continue

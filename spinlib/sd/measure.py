@@ -321,7 +321,7 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
 
     from ..acceptance import iid_profile
     from ..cache import atomic_write_text, config_key
-    from ..jsonio import exclusive_lock, resume_jsonl
+    from ..jsonio import exclusive_lock, open_append, resume_jsonl
     from ..scenario import Payload
     from .engine import mean_tokens_per_round, speculative_generate
     from .models import PACKAGED, get_pair, load_pair, pair_kernel
@@ -351,11 +351,13 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
         raise ValidationError(f"no finished measurement of {pair_name} on {task} for this configuration under "
                               f"{out_dir} (file {summ.name}): measure it first (the full notebook 05 or "
                               "python -m spinlib measure)")
-    if recompute and raw.exists():
-        raw.unlink()
     raw.parent.mkdir(parents=True, exist_ok=True)
     kernel = pair_kernel(pair_name).kernel  # every record names it; a resumed file must hold this kernel's only
-    with exclusive_lock(raw, "this measurement's records"):  # a second writer is refused in one line
+    # one writer per output folder (a second measurement of this pair, of any task or configuration, is refused
+    # in one line); recompute starts over only once the lock is held, never under a running writer
+    with exclusive_lock(raw, f"the measurements of {pair_name} in {raw.parent}", scope="folder"):
+        if recompute:
+            raw.unlink(missing_ok=True)
         # a torn last line (an interrupted run) is dropped from the file before anything is appended
         done = resume_jsonl(raw, lambda kept: read_records(raw, same={"kernel": kernel}, kept=kept))
         prompts = load_prompts(task, n_prompts)
@@ -381,7 +383,7 @@ def measure_pair(pair_name: str, task: str, *, n_prompts: int, max_new_tokens: i
                 full = encode(tok, p["prompt"], spec.chat, None)
                 encoded[p["question_id"]] = encode(tok, p["prompt"], spec.chat)
                 cuts[p["question_id"]] = len(full) - len(encoded[p["question_id"]])
-        with raw.open("a") as f:
+        with open_append(raw) as f:
             for kind, p, T, L in tqdm(jobs, desc=f"measure {pair_name}/{task}", disable=not progress, leave=False):
                 k = (kind, p["question_id"], float(T), L)
                 if k in done:
