@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -188,7 +189,7 @@ def claim(id: str, template: str, *, holds: bool, scope: str = "", paper: str | 
     except (KeyError, IndexError, ValueError) as e:
         raise ValidationError(f"claim {id!r}: template does not fit its values ({e})") from None
     shares = region_shares(region)
-    verdict = "fails" if not holds else ("in part" if shares and shares["holds"] < 1.0 - 1e-12 else "holds")
+    verdict = verdict_of(holds, shares)
     c = Claim(id=id, notebook=_STATE["notebook"], sentence=sentence, values=vals, holds=holds,
               scope=scope, paper=paper, where=where, region=shares, readme=readme,
               template=template, expected=id not in _STATE["not_holding"],
@@ -215,16 +216,104 @@ def _write() -> None:
     atomic_write_text(_partial_path(), json.dumps(records, indent=1, default=json_default, sort_keys=True) + "\n")
 
 
+#: a claim record's fields (:class:`Claim`), each with the check of its type
+_FIELDS = {"id": str, "notebook": str, "sentence": str, "values": dict, "holds": bool, "scope": str,
+           "paper": (str, type(None)), "where": (str, type(None)), "region": (dict, type(None)), "readme": bool,
+           "template": str, "expected": bool, "tests": list, "verdict": str}
+VERDICTS = ("holds", "in part", "fails")
+
+
+def verdict_of(holds: bool, region: dict | None) -> str:
+    """The one rule from a claim's condition and its map's shares to its verdict word."""
+    return "fails" if not holds else ("in part" if region and region["holds"] < 1.0 - 1e-12 else "holds")
+
+
+def check_record(r, where: str) -> dict:
+    """One claim record checked for meaning, not only shape; one line naming ``where`` and the field otherwise.
+
+    Every field of :class:`Claim` and no other, each of its type (booleans are booleans); the id's pattern; the
+    values finite numbers, booleans or strings; the sentence is its template filled with its values (an edited
+    sentence or value is refused); a claim holds only if every verdict-word test recorded with it holds; the verdict
+    is :func:`verdict_of` its condition and region (a hand-flipped ``holds`` or ``verdict`` is refused)."""
+    if not isinstance(r, dict):
+        raise ValidationError(f"{where}: a claim record must be a JSON object")
+    missing, unknown = sorted(set(_FIELDS) - set(r)), sorted(set(r) - set(_FIELDS))
+    if missing or unknown:
+        raise ValidationError(f"{where}: claim record {r.get('id')!r} " + (f"lacks {missing}" if missing else
+                                                                        f"has unknown fields {unknown}"))
+    cid = r["id"]
+    for k, t in _FIELDS.items():
+        if not isinstance(r[k], t) or (t is not bool and isinstance(r[k], bool)):
+            raise ValidationError(f"{where}: claim {cid!r}: {k} must be {getattr(t, '__name__', t)}, got {r[k]!r}")
+    if not _ID.match(cid):
+        raise ValidationError(f"{where}: claim id must match {_ID.pattern}, got {cid!r}")
+    vals = {}
+    for k, v in r["values"].items():
+        try:
+            vals[k] = _finite(k, v)
+        except ValidationError as e:
+            raise ValidationError(f"{where}: claim {cid!r}: {e}") from None
+    try:
+        sentence = r["template"].format(**vals)
+    except (KeyError, IndexError, ValueError) as e:
+        raise ValidationError(f"{where}: claim {cid!r}: template does not fit its values ({e})") from None
+    if sentence != r["sentence"]:
+        raise ValidationError(f"{where}: claim {cid!r}: its sentence is not its template filled with its values "
+                              "(edited by hand?)")
+    for t in r["tests"]:
+        if not (isinstance(t, dict) and set(t) == {"word", "holds", "rule"} and isinstance(t["holds"], bool)
+                and isinstance(t["word"], str) and isinstance(t["rule"], str)):
+            raise ValidationError(f"{where}: claim {cid!r}: each test must be {{word, holds (a boolean), rule}}")
+    if r["holds"] and not all(t["holds"] for t in r["tests"]):
+        raise ValidationError(f"{where}: claim {cid!r} holds although a test of its verdict words fails")
+    try:
+        region = region_shares(r["region"]) if r["region"] is not None else None
+    except ValidationError as e:
+        raise ValidationError(f"{where}: claim {cid!r}: {e}") from None
+    if region is not None and region != r["region"]:
+        raise ValidationError(f"{where}: claim {cid!r}: region must hold exactly cells, holds, undecided, fails")
+    if r["verdict"] not in VERDICTS or r["verdict"] != verdict_of(r["holds"], region):
+        raise ValidationError(f"{where}: claim {cid!r}: verdict {r['verdict']!r} does not follow from holds = "
+                              f"{r['holds']} and its region (expected {verdict_of(r['holds'], region)!r})")
+    return r
+
+
 def load(path: Path) -> list[dict]:
-    """Claims of a file (a list of records), checked: one line naming the file when malformed."""
+    """Claims of a notebook's file (a list of records), each checked by :func:`check_record`, every record naming
+    the file's notebook, no id twice: one line naming the file otherwise."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValidationError(f"{path}: not a readable claims file ({type(e).__name__})") from None
-    if not isinstance(data, list) or not all(isinstance(r, dict) and {"id", "sentence", "holds", "notebook"} <= set(r)
-                                             for r in data):
-        raise ValidationError(f"{path}: must be a list of claim records with id, notebook, sentence, holds")
+    if not isinstance(data, list):
+        raise ValidationError(f"{path}: must be a list of claim records")
+    seen = set()
+    for i, r in enumerate(data):
+        check_record(r, f"{path}: record {i}")
+        if r["notebook"] != Path(path).stem:
+            raise ValidationError(f"{path}: record {i} names notebook {r['notebook']!r}, not {Path(path).stem!r}")
+        if r["id"] in seen:
+            raise ValidationError(f"{path}: claim id {r['id']!r} twice")
+        seen.add(r["id"])
     return data
+
+
+def load_merged(claims_json: Path) -> dict:
+    """``results/claims.json`` (:func:`merge`'s output) checked as :func:`load` checks a notebook's file."""
+    try:
+        doc = json.loads(Path(claims_json).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValidationError(f"{claims_json}: not a readable claims file ({type(e).__name__})") from None
+    if not isinstance(doc, dict) or set(doc) != {"commit", "claims"} or not isinstance(doc["claims"], list) \
+            or not isinstance(doc["commit"], (str, type(None))):
+        raise ValidationError(f"{claims_json}: must be an object with commit (a string or null) and claims (a list)")
+    seen = set()
+    for i, r in enumerate(doc["claims"]):
+        check_record(r, f"{claims_json}: record {i}")
+        if (r["notebook"], r["id"]) in seen:
+            raise ValidationError(f"{claims_json}: claim {r['id']!r} of {r['notebook']} twice")
+        seen.add((r["notebook"], r["id"]))
+    return doc
 
 
 def merge(directory: Path | None = None, out: Path | None = None, commit: str | None = None) -> Path:
@@ -243,7 +332,7 @@ def merge(directory: Path | None = None, out: Path | None = None, commit: str | 
 
 def readme_table(claims_json: Path) -> str:
     """The README's results table (Markdown) from ``results/claims.json``."""
-    doc = json.loads(Path(claims_json).read_text(encoding="utf-8"))
+    doc = load_merged(claims_json)
     rows = ["| result (computed by the run) | holds | region where it holds | notebook |", "|---|---|---|---|"]
     for r in doc["claims"]:
         if not r.get("readme", True):
@@ -281,7 +370,7 @@ def region_cell(region: dict | None) -> str:
 def real_models_text(claims_json: Path) -> str:
     """The README's "Real models: what we found" section (Markdown bullets) from the claims of
     :data:`REAL_MODELS_NOTEBOOK` in ``results/claims.json``, each with its verdict."""
-    doc = json.loads(Path(claims_json).read_text(encoding="utf-8"))
+    doc = load_merged(claims_json)
     rows = [r for r in doc["claims"] if r["notebook"] == REAL_MODELS_NOTEBOOK]
     if not rows:
         raise ValidationError(f"{claims_json}: no claims of {REAL_MODELS_NOTEBOOK} (run it first)")
@@ -339,7 +428,7 @@ def main(argv=None) -> int:
             print("README results table or real-models section differs from results/claims.json: run python -m spinlib.claims readme")
             return 1
     except ValidationError as e:
-        print(f"spinlib.claims: error: {e}")
+        print(f"spinlib.claims: error: {e}", file=sys.stderr)
         return 2
     return 0
 

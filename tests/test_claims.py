@@ -254,3 +254,70 @@ def test_the_readme_real_models_section_is_generated_from_notebook_12s_claims(tm
     flipped.write_text(json.dumps({"commit": "abc", "claims": [{**ours[0], "holds": False, "verdict": "fails"}]}),
                        encoding="utf-8")
     assert "**(does not hold here)**" in C.real_models_text(flipped)
+
+
+def _committed_records():
+    out = []
+    for f in sorted((RESULTS / "claims").glob("*.json")):
+        out += json.loads(f.read_text())
+    assert out, "no committed claims (run bash run_all.sh)"
+    return out
+
+
+def _edits(r):
+    """One edit a careless or hostile hand could make to a claim record, each a meaning the reader must refuse."""
+    yield "holds flipped", {**r, "holds": not r["holds"]}
+    yield "holds as a string", {**r, "holds": "false" if not r["holds"] else "true"}
+    yield "verdict flipped", {**r, "verdict": "fails" if r["verdict"] != "fails" else "holds"}
+    yield "verdict unknown", {**r, "verdict": "mostly"}
+    yield "sentence edited", {**r, "sentence": r["sentence"] + " (edited)"}
+    if r["values"]:
+        k, v = next(iter(r["values"].items()))
+        bumped = (not v) if isinstance(v, bool) else (v + "x" if isinstance(v, str) else v * 1.5 + 1)
+        yield "value edited", {**r, "values": {**r["values"], k: bumped}}
+        yield "value NaN", {**r, "values": {**r["values"], k: float("nan")}}
+    yield "unknown field", {**r, "note": "by hand"}
+    yield "field missing", {k: v for k, v in r.items() if k != "scope"}
+    yield "readme as a number", {**r, "readme": 1}
+    if r["tests"]:
+        yield "a test flipped", {**r, "tests": [{**t, "holds": not t["holds"]} for t in r["tests"]]}
+    if r["region"]:
+        yield "region shares", {**r, "region": {**r["region"], "holds": 1.5}}
+
+
+def test_every_committed_claim_record_reads_and_every_edit_of_its_meaning_is_refused(tmp_path):
+    """Each committed claim is checked for meaning by the one reader (claims.load / load_merged, behind claims merge
+    and the README): each edit of every committed record is refused in one line naming the file and the claim,
+    except where the edit keeps the record's meaning (a test flipped on a claim that already does not hold)."""
+    records = _committed_records()
+    refused = kept = 0
+    for r in records:
+        for what, edited in _edits(r):
+            f = tmp_path / f"{r['notebook']}.json"
+            f.write_text(json.dumps([edited], allow_nan=True))
+            try:
+                C.load(f)
+            except ValidationError as e:
+                assert "\n" not in str(e) and str(f) in str(e), (what, str(e))
+                refused += 1
+                continue
+            # the only edits that keep a meaning: failing tests on a claim that does not hold, a holds/verdict pair
+            # flipped together is not generated here
+            assert what == "a test flipped" and not edited["holds"], (r["id"], what)
+            kept += 1
+    assert refused > 10 * len(records)
+
+
+def test_claims_merge_refuses_a_hand_flipped_verdict_in_one_line(tmp_path):
+    records = [r for r in _committed_records() if r["notebook"] == "00_overview"]
+    d = tmp_path / "claims"
+    d.mkdir()
+    (d / "00_overview.json").write_text(json.dumps([{**records[0], "holds": not records[0]["holds"]}] + records[1:]))
+    env = dict(os.environ, SPINLIB_RESULTS=str(tmp_path))
+    r = subprocess.run([sys.executable, "-m", "spinlib.claims", "merge"], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and records[0]["id"] in r.stderr, r.stderr
+    assert not (tmp_path / "claims.json").exists()
+    for bad in ({**records[0], "notebook": "01_system_model"}, records[0]):  # another notebook's, an id twice
+        (d / "00_overview.json").write_text(json.dumps([records[0], bad]))
+        with pytest.raises(ValidationError, match="names notebook|twice"):
+            C.merge(d, tmp_path / "claims.json")
