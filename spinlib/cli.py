@@ -691,7 +691,15 @@ def main(argv=None) -> int:
         warnings.simplefilter("ignore", RuntimeWarning)
         check_outputs(args)  # before any work: an output that is an input of the same command is refused
         load_plugins(args)  # $SPINLIB_PLUGINS, then every --plugin: before any command reads a registry
-        return args.func(args)
+        try:
+            return args.func(args)
+        except SystemExit as e:  # a command returns its exit code; a plugin's policy or controller cannot end it
+            if debug:
+                raise
+            sys.stderr.write(f"spinlib: internal error: {args.command} ended the process with sys.exit({e.code!r}) "
+                             "while running (a registered plugin's policy or controller may only return or raise); "
+                             "rerun with --debug for the traceback\n")
+            return 1
     except ValidationError as e:
         sys.stderr.write(f"spinlib: error: {_one_line(e, 2000)}\n")
         return 2

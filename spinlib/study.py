@@ -39,7 +39,7 @@ import numpy as np
 
 from .cache import canonical_json, config_key, key_form
 from .jsonio import exclusive_lock, json_default, open_append, read_jsonl_records, resume_jsonl
-from .paths import ROOT
+from .paths import ROOT, quiet
 from .validation import ValidationError, check_int_range
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -56,6 +56,22 @@ def study_name(prefix: str, fn) -> str:
 # ----------------------------------------------------------------------------------------------
 # Where tasks run
 # ----------------------------------------------------------------------------------------------
+#: a dask.distributed scheduler address: ``tcp://host:port`` (or another protocol dask knows) or ``host:port``
+_ADDRESS = re.compile(r"^(?:(?:tcp|tls|inproc|ucx|ws|wss)://)?[A-Za-z0-9_.\-\[\]:]+:[0-9]{1,5}$")
+
+
+def scheduler_address() -> str | None:
+    """``$SPINLIB_DASK_SCHEDULER``: a scheduler address, or None (unset: local processes). Set but empty, or not an
+    address (``tcp://host:8786``, ``host:8786``), is refused in one line."""
+    value = os.environ.get(SCHEDULER_ENV)
+    if value is None:
+        return None
+    if not _ADDRESS.match(value):
+        raise ValidationError(f"${SCHEDULER_ENV} must be a dask scheduler address such as tcp://host:8786 "
+                              f"(or unset), got {value!r}")
+    return value
+
+
 def iter_points(fn: Callable, items: Sequence, *, n_jobs: int | None = None, scheduler: str | None = None,
                 progress: bool = False, desc: str = "points", total: int | None = None,
                 initial: int = 0) -> Iterator:
@@ -75,8 +91,8 @@ def iter_points(fn: Callable, items: Sequence, *, n_jobs: int | None = None, sch
     from tqdm.auto import tqdm
 
     items = list(items)
-    progress = progress and not os.environ.get("SPINLIB_NO_PROGRESS")
-    scheduler = scheduler or os.environ.get(SCHEDULER_ENV) or None
+    progress = progress and not quiet()
+    scheduler = scheduler or scheduler_address()
     bar = tqdm(total=len(items) if total is None else total, initial=initial, desc=desc, disable=not progress,
                leave=False)
     try:

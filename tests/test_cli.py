@@ -402,6 +402,21 @@ def test_a_plugin_cannot_end_the_command(tmp_path, code):
     assert r.returncode == 2 and "sys.exit" in r.stderr and r.stderr.count("\n") == 1 and not r.stdout, r
 
 
+@pytest.mark.parametrize("code", ["0", "None", "3"])
+def test_a_registered_policy_cannot_end_the_command_while_it_runs(tmp_path, code):
+    """A plugin's policy that calls sys.exit inside a command is a bug reported as such (exit 1, one line), never a
+    silent exit with the policy's code and no output."""
+    plugin = tmp_path / "exits_later.py"
+    plugin.write_text("import sys\nfrom spinlib.control.registry import register_policy\n\n"
+                      "@register_policy('exits-later', 'calls sys.exit when solved')\n"
+                      f"def exits_later(scenario):\n    sys.exit({code})\n")
+    s = tmp_path / "s.json"
+    assert run("scenario", "--users", "2", "-o", str(s)).returncode == 0
+    r = run("solve", str(s), "--policy", "exits-later", "--plugin", str(plugin))
+    assert r.returncode == 1 and "sys.exit" in r.stderr and "internal error" in r.stderr, r
+    assert r.stderr.count("\n") == 1 and not r.stdout, r
+
+
 _VALUES = ["-1", "0", "3", "1e309", "nan", "-inf", "99999999999999999999999", "L_max=3", "gap=2", "x=1,x=2",
            "{", "", "x.json", "qa,qaa", "equal", "exhaustive", "nope", "ucb-specstop:c=-1"]
 _NO_GENERATED = {"generate", "measure"}  # they load real models: covered by their own range tests

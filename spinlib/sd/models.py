@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..cache import atomic_write_text, sha256_file
-from ..paths import ROOT, env_dir
+from ..paths import ROOT, env_dir, quiet
 from ..registry import Registry
 from ..validation import ValidationError
 
@@ -346,7 +346,7 @@ def load_target(model: str, kernel: str = "fp32"):
 
     from .kernels import apply_kernel, check_kernel, dtype_of
 
-    if os.environ.get("SPINLIB_NO_PROGRESS"):  # quiet under papermill: no loader bars in committed outputs
+    if quiet():  # quiet under papermill: no loader bars in committed outputs
         hf_logging.disable_progress_bar()
         hf_logging.set_verbosity_error()
     if model not in PACKAGED:
