@@ -32,6 +32,9 @@ from .validation import ValidationError
 MAX_NEW_TOKENS = 4096  # generate/measure: new tokens per prompt (the packaged models' context is 8k)
 MAX_PROMPT_TOKENS = 2048  # generate: prompt tokens (chat template included)
 MAX_ROUNDS = 1_000_000  # emulate --rounds
+#: the exit status of ``balance --check`` for a well-formed schedule that is infeasible: an answer, not an error
+#: (0: feasible; 1 is reserved for a bug of ours, 2 for bad input)
+EXIT_INFEASIBLE = 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -480,7 +483,9 @@ def cmd_balance(args) -> int:
             _print_json(out)
         else:
             print("feasible" if check.ok else "infeasible: " + "; ".join(check.violations[:3]))
-        return 0 if check.ok else 1
+        return 0 if check.ok else EXIT_INFEASIBLE
+    if args.output:
+        sched.to_json(args.output)
     out = {**sched.to_dict(), "num_users": inst.num_users, "feasible": check.ok, "memory_bytes": check.memory_bytes,
            "memory_limit_bytes": inst.server.memory_bytes,
            "completion_s": [None if c != c else c for c in check.completion_s]}
@@ -613,7 +618,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--policy", help="NAME or NAME:key=value,...: a BALANCE policy (see --list-policies)")
     b.add_argument("--list-policies", action="store_true")
     b.add_argument("--check", metavar="SCHEDULE.json",
-                   help="check a schedule ({modes, phi}) for the instance instead of solving (exit 1 if infeasible)")
+                   help="check a schedule ({modes, phi}; what -o writes) for the instance instead of solving "
+                        f"(exit {EXIT_INFEASIBLE} if infeasible)")
+    b.add_argument("-o", "--output", metavar="SCHEDULE.json", help="write the schedule (what --check reads)")
     b.add_argument("--random", type=_bounded_int("--random", 100_000), default=None, metavar="K",
                    help="a random instance of K users (spinlib.balance.random_instance) instead of a file")
     b.add_argument("--seed", type=seed_arg(), default=None, help="seed of --random (default 0)")

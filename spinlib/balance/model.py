@@ -382,7 +382,23 @@ class Schedule:
                        required=("modes", "phi"))
         if not isinstance(d["modes"], list):
             raise ValidationError(f"modes must be a JSON list, got {type(d['modes']).__name__}")
-        return cls(tuple(d["modes"]), d["phi"], d.get("policy", ""), d.get("info", {}) or {})
+        sched = cls(tuple(d["modes"]), d["phi"], d.get("policy", ""), d.get("info", {}) or {})
+        for k in ("served", "num_ad", "num_sd"):  # derived counts: a file's copy must agree with its modes
+            if k in d and (isinstance(d[k], bool) or d[k] != getattr(sched, k)):
+                raise ValidationError(f"schedule {k} is {d[k]!r} but its modes give {getattr(sched, k)}")
+        return sched
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        """The schedule as the JSON document :meth:`from_dict` reads (``balance -o``, ``balance --check``); ``path``
+        is a file the user names (its link, if any, is followed and the target replaced atomically)."""
+        import json
+
+        from ..jsonio import atomic_write_text, json_default
+
+        text = json.dumps(self.to_dict(), indent=2, default=json_default)
+        if path is not None:
+            atomic_write_text(Path(path), text + "\n", follow_symlinks=True)
+        return text
 
 
 @dataclass(frozen=True)
