@@ -18,6 +18,7 @@ committed executed notebook that is stale or was produced from uncommitted chang
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -83,13 +84,25 @@ def finish() -> Path:
     return path
 
 
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
 def stale(record_path: Path) -> list[str]:
     """The inputs of a provenance record whose files now differ (or are gone); empty when current."""
     try:
         rec = json.loads(Path(record_path).read_text(encoding="utf-8"))
         inputs = rec["inputs"]
-        if not isinstance(inputs, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in inputs.items()):
-            raise TypeError("inputs must map paths to digests")
+        if not isinstance(inputs, dict) or not all(isinstance(k, str) and isinstance(v, str) and _DIGEST.match(v)
+                                                   for k, v in inputs.items()):
+            raise TypeError("inputs must map paths to sha256 digests")
+        name = Path(record_path).stem
+        if rec.get("notebook") != name:
+            raise ValueError(f"it names notebook {rec.get('notebook')!r}, not {name!r}")
+        # a record that lists nothing (or not its own source, or no library module) would read as current forever
+        if f"notebooks/{name}.ipynb" not in inputs or not any(k.startswith("spinlib/") for k in inputs):
+            raise ValueError("its inputs do not list the notebook's source and the library modules it imported")
+        if any(Path(k).is_absolute() or ".." in Path(k).parts for k in inputs):
+            raise ValueError("an input lies outside the repository")
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:  # fail closed: unknown is not current
         raise ValidationError(f"provenance record {record_path} cannot be read ({type(e).__name__}: {e}); "
                               "re-run its notebook (bash run_all.sh --only NN)") from None

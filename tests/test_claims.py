@@ -214,7 +214,23 @@ def test_every_committed_verdict_is_the_declared_one(nb):
         f"{nb.stem}: the committed run was made with another declaration; re-run it"
 
 
-@pytest.mark.parametrize("bad", ["", "{", '{"inputs": 3}', '{"nope": {}}', '{"inputs": {"a": 1}}', "\udcff"])
+def _edited_record(change):
+    rec = json.loads((RESULTS / "provenance" / "01_system_model.json").read_text())
+    change(rec)
+    return json.dumps(rec)
+
+
+_DIGEST = "0" * 64
+
+
+@pytest.mark.parametrize("bad", ["", "{", '{"inputs": 3}', '{"nope": {}}', '{"inputs": {"a": 1}}', "\udcff",
+                                 # records that read but mean nothing: each would say "current" forever
+                                 _edited_record(lambda r: r.update(inputs={})),
+                                 _edited_record(lambda r: r.update(notebook="02_homogeneous_draft_control")),
+                                 _edited_record(lambda r: r["inputs"].pop("notebooks/01_system_model.ipynb")),
+                                 _edited_record(lambda r: r.update(inputs={"notebooks/01_system_model.ipynb": _DIGEST})),
+                                 _edited_record(lambda r: r["inputs"].update({"../outside.py": _DIGEST})),
+                                 _edited_record(lambda r: r["inputs"].update({"spinlib/x.py": "not-a-digest"}))])
 def test_stale_detection_fails_closed_on_an_unreadable_record(tmp_path, monkeypatch, bad):
     """One unreadable provenance record: ``stale`` names it and exits 2 (no partial list), and ``run_all.sh --stale``
     refuses in one line instead of saying nothing is stale."""
