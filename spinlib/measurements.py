@@ -133,6 +133,24 @@ def read_measured_summary(path) -> dict:
 
     if not isinstance(d, dict) or not isinstance(d.get("by_temperature"), dict) or not isinstance(d.get("timing"), dict):
         raise bad("must be an object with 'by_temperature' and 'timing' objects")
+    # content-addressed by its configuration: <pair>/<task>-<config_key(config)>.summary.json, the same pair and task
+    # inside (a renamed, moved or hand-edited configuration is not the measurement its name says)
+    from .cache import config_key
+
+    cfg, path = d.get("config"), Path(path)
+    if not isinstance(cfg, dict):
+        raise bad("must hold its measurement's 'config' object")
+    stem = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else path.stem
+    task, _, key = stem.rpartition("-")
+    if cfg.get("pair") != path.parent.name or cfg.get("task") != task or d.get("pair", cfg.get("pair")) != cfg.get("pair") \
+            or d.get("task", task) != task:
+        raise bad(f"config names pair {cfg.get('pair')!r} and task {cfg.get('task')!r}, but the file is "
+                  f"{path.parent.name}/{path.name}")
+    if config_key(cfg, 12) != key:
+        raise bad(f"its name's key {key!r} is not its config's ({config_key(cfg, 12)!r}): the config was edited or "
+                  "the file renamed")
+    if "kernel" in d and not (isinstance(d["kernel"], dict) and isinstance(d["kernel"].get("kernel"), str)):
+        raise bad(f"kernel must be an object naming the kernel the timings ran on, got {d['kernel']!r:.60}")
     for T, bt in d["by_temperature"].items():
         try:
             t_ok = math.isfinite(float(T)) and float(T) >= 0
@@ -146,6 +164,8 @@ def read_measured_summary(path) -> dict:
         prof = bt["prefix_profile"]
         n_def = next((i for i, x in enumerate(prof) if math.isnan(x)), len(prof))
         defined = prof[:n_def]
+        if not defined:
+            raise bad(f"by_temperature[{T!r}].prefix_profile has no defined entry (nothing was measured)")
         if any(not math.isnan(x) for x in prof[n_def:]) or any(not 0.0 <= x <= 1.0 for x in defined) \
                 or any(b > a + 1e-12 for a, b in zip(defined, defined[1:])):
             raise bad(f"by_temperature[{T!r}].prefix_profile must be probabilities in [0, 1], non-increasing, "

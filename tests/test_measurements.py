@@ -119,6 +119,13 @@ def _edits():
         ("alpha-boolean", lambda d: bt(d).__setitem__("alpha", True), "alpha"),
         ("ci-outside", lambda d: bt(d).__setitem__("alpha_ci95", [0.0, 0.01]), "alpha_ci95"),
         ("temperature-key", lambda d: d["by_temperature"].__setitem__("hot", bt(d)), "temperatures"),
+        ("profile-all-nan", lambda d: bt(d).__setitem__("prefix_profile", [float("nan")] * 3), "prefix_profile"),
+        ("profile-empty", lambda d: bt(d).__setitem__("prefix_profile", []), "prefix_profile"),
+        ("kernel-not-object", lambda d: d.__setitem__("kernel", "bf16"), "kernel"),
+        ("config-edited", lambda d: d["config"].__setitem__("n_prompts", d["config"]["n_prompts"] + 1), "key"),
+        ("config-other-task", lambda d: d["config"].__setitem__("task", "other"), "config"),
+        ("config-other-pair", lambda d: d["config"].__setitem__("pair", "other"), "config"),
+        ("config-missing", lambda d: d.pop("config"), "config"),
     ]
 
 
@@ -145,7 +152,10 @@ def test_two_summaries_of_one_task_are_one_line_not_pooled(tmp_path):
     shutil.copytree(ROOT / "qwen-coder", tmp_path / "qwen-coder")
     f = sorted((tmp_path / "qwen-coder").glob("*.summary.json"))[0]
     task = summary_task(f)
-    shutil.copy(f, f.with_name(f"{task}-000000000000.summary.json"))
+    d = json.loads(f.read_text())  # a second, genuine configuration of the task (its own content address)
+    d["config"]["n_prompts"] += 1
+    from spinlib.cache import config_key
+    f.with_name(f"{task}-{config_key(d['config'], 12)}.summary.json").write_text(json.dumps(d))
     for args in (("qwen-coder",), ("qwen-coder", task)):
         with pytest.raises(ValidationError) as e:
             read_summaries(*args, root=tmp_path)
