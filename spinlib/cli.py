@@ -362,6 +362,12 @@ def cmd_generate(args) -> int:
     return 0
 
 
+#: measure's options that only a new measurement uses: dest -> (flag, default)
+MEASURE_OPTIONS = {"prompts": ("--prompts", 8), "max_new_tokens": ("--max-new-tokens", 64), "seed": ("--seed", 0),
+                   "recompute": ("--recompute", False), "out_dir": ("--out-dir", None),
+                   "allow_long": ("--allow-long", False)}
+
+
 def _retime(args) -> int:
     """``measure --retime PATH ...``: new timing blocks for existing summaries (files or folders)."""
     from .sd.measure import retime_summary
@@ -404,6 +410,8 @@ def cmd_measure(args) -> int:
     from .timing import check_threads
 
     check_threads(args.threads)  # before any model loads
+    only_with(args, "a new measurement (not --retime, which re-takes only the timings)", not args.retime,
+              MEASURE_OPTIONS)
     if args.retime:
         return _retime(args)
     for k in ("pair", "task"):
@@ -598,10 +606,11 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--retime", type=Path, nargs="+", default=None, metavar="SUMMARY_OR_FOLDER",
                    help="re-take only the timings of existing summaries (files, or folders such as data/measurements) "
                         "in place, with spread, load checks and the fit's residuals")
-    m.add_argument("--prompts", type=_positive_int("--prompts"), default=8)
-    m.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=64)
-    m.add_argument("--seed", type=seed_arg(), default=0)
-    m.add_argument("--recompute", action="store_true")
+    # the options of a new measurement (None: not given; refused with --retime, which measures none of them)
+    m.add_argument("--prompts", type=_positive_int("--prompts"), default=None, help="prompts of the task (default 8)")
+    m.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=None, help="default 64")
+    m.add_argument("--seed", type=seed_arg(), default=None, help="default 0")
+    m.add_argument("--recompute", action="store_true", default=None)
     m.add_argument("--out-dir", type=Path, default=None,
                    help="folder of the raw JSONL and summary (default .cache/measurements, untracked; the committed "
                         "measurements are data/measurements)")
@@ -609,7 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch threads for the timings (default: all cores)")
     m.add_argument("--allow-busy", action="store_true",
                    help="record timings on a busy machine (marked reliable: false) instead of refusing")
-    m.add_argument("--allow-long", action="store_true",
+    m.add_argument("--allow-long", action="store_true", default=None,
                    help="run past the budget of generated tokens (spinlib.sd.measure.MEASURE_TOKEN_BUDGET)")
     m.add_argument("--json", action="store_true")
     m.set_defaults(func=cmd_measure)

@@ -687,6 +687,12 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path):
     (["generate", "--pair", "qwen-coder", "--prompt", "x", "--energy-budget-j", "1"], "with --controller"),
     (["balance", "--random", "5", "--set", "phi_steps=4"], "--set only act(s) with --policy"),
     (["balance", "nowhere.json", "--policy", "balance", "--seed", "3"], "--seed only act(s) with --random K"),
+    (["measure", "--retime", "nowhere", "--prompts", "4"], "--prompts only act(s) with a new measurement"),
+    (["measure", "--retime", "nowhere", "--seed", "1", "--recompute", "--out-dir", "x", "--allow-long"],
+     "--seed, --recompute, --out-dir, --allow-long only act(s) with a new measurement"),
+    (["measure", "--retime", "nowhere", "--max-new-tokens", "9"], "--max-new-tokens only act(s)"),
+    (["replan", "nowhere.json", "--real-models", "qwen-coder", "--acceptance", "profile"],
+     "--acceptance only act(s) with simulated acceptance"),
 ])
 def test_an_option_without_effect_in_its_combination_is_refused(args, needle):
     """An option that would do nothing where it is given is one line and exit 2, before any model or

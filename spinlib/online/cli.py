@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 
-from ..cliargs import seed_arg
+from ..cliargs import only_with, seed_arg
 
 METRICS = ("user_goodput_tokens_per_s", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "energy_per_token_j",
            "energy_per_round_j", "energy_debt_j", "regret_fixed_s", "regret_clairvoyant_s", "mean_L",
@@ -197,7 +197,8 @@ def add_replan_parser(subparsers):
     p.add_argument("--rounds", type=int, default=500)
     p.add_argument("--seed", type=seed_arg(), default=0)
     p.add_argument("--L-max", dest="L_max", type=int, default=8)
-    p.add_argument("--acceptance", default="iid", help="iid or profile")
+    p.add_argument("--acceptance", default=None, help="iid or profile (default iid; not with --real-models, whose "
+                                                      "acceptance is the engine's)")
     p.add_argument("--energy-preset", default="phone-soc", help="device energy preset (see --list-energy-presets)")
     p.add_argument("--list-energy-presets", action="store_true", help="list the device energy presets and exit")
     p.add_argument("--json", action="store_true", help="print the records as JSON")
@@ -230,6 +231,8 @@ def cmd_replan(args) -> int:
         return 0
     if args.scenario is None:
         raise ValidationError("replan needs a scenario file (or --list-controllers)")
+    only_with(args, "simulated acceptance (without --real-models, whose acceptance is the engine's)",
+              args.real_models is None, {"acceptance": ("--acceptance", "iid")})
     specs = _split_specs(args.controllers, parse_mspec)
     cfg = ReplanConfig(rounds=args.rounds, seed=args.seed, fading=Fading(args.fading), L_max=args.L_max,
                        acceptance=args.acceptance, energy_preset=args.energy_preset, allow_long=args.allow_long)
