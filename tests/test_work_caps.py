@@ -67,3 +67,26 @@ def test_the_cli_refuses_in_one_line_and_allow_long_without_real_models(tmp_path
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--allow-long needs --real-models" in r.stderr
     r = _cli("measure", "--pair", "smollm2-rtn6", "--task", "qa", "--prompts", "10", "--max-new-tokens", "4096")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "past the budget" in r.stderr, r.stderr
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 6), st.integers(1, 8), st.integers(2, 60_000), st.integers(1, 4), st.booleans())
+def test_replan_refuses_past_its_projected_work_before_any(K, L_max, rounds, n_ctrl, real):
+    """replan projects rounds x controllers per-round solves (and, with real models, model steps) from its arguments
+    and refuses past the budget in one line before a model loads or a round is played; allow_long lifts it."""
+    from spinlib.emulator.testbed import REAL_STEP_BUDGET
+    from spinlib.online import replan as R
+
+    s = random_scenario(K, 0)
+    ctrls = ["plan-on-average"] * n_ctrl
+    cfg = R.ReplanConfig(rounds=rounds, L_max=L_max)
+    pair = "no-such-pair-loaded-here" if real else None
+    solves = rounds * n_ctrl
+    over = solves > R.REPLAN_ROUND_BUDGET or (real and solves * (1 + K * L_max) > REAL_STEP_BUDGET)
+    if over:
+        with pytest.raises(ValidationError) as e:
+            R.run_replan(s, ctrls, cfg, real_models=pair)
+        assert "\n" not in str(e.value) and "budget" in str(e.value) and "allow_long" in str(e.value)
+    R.check_replan_work(K, n_ctrl, R.ReplanConfig(rounds=rounds, L_max=L_max, allow_long=True), pair)  # lifted
+    if not over:
+        R.check_replan_work(K, n_ctrl, cfg, pair)  # under the budget: no refusal

@@ -45,6 +45,9 @@ MAX_ROUNDS = 100_000  # rounds per run: every round is a solve (about 10-100 ms 
 #: about 130,000 nodes to the default tolerance; at K = 8 about 200)
 REPLAN_NODE_BUDGET = 6_000_000
 ACCEPTANCE = ACCEPTANCE_MODELS  # the testbed's acceptance models
+#: controller-rounds (rounds x controllers) of a run unless allow_long: every one is a per-round solve (about
+#: 10-100 ms each at K = 4-8 here), so about 10-80 minutes; past it a run is refused before any work
+REPLAN_ROUND_BUDGET = 50_000
 
 
 # ----------------------------------------------------------------------------------------------
@@ -412,6 +415,7 @@ def run_replan(scenario: Scenario, controllers, config: ReplanConfig | None = No
     if config.rounds * scenario.num_users > MAX_ROUND_USER_CELLS:
         raise ValidationError(f"rounds x users = {config.rounds * scenario.num_users:,} exceeds the limit of "
                               f"{MAX_ROUND_USER_CELLS:,} (memory grows with rounds x users)")
+    check_replan_work(scenario.num_users, len(specs), config, real_models)
     models = _real_models(real_models, scenario.num_users) if real_models is not None else None
     env = multiuser_env(scenario, config, average_plan)
     h = fading_draws(scenario, config)
@@ -429,6 +433,30 @@ def run_replan(scenario: Scenario, controllers, config: ReplanConfig | None = No
             res.info["wall_s"] = time.perf_counter() - t
         out.append(res)
     return out
+
+
+def check_replan_work(num_users: int, num_controllers: int, config: ReplanConfig, real_models: str | None) -> None:
+    """Refuse, in one line and before any work, a run whose projected work is past its budget (``allow_long``
+    lifts both): ``rounds x controllers`` per-round solves past :data:`REPLAN_ROUND_BUDGET`, and with real models
+    ``rounds x controllers x (1 + K L_max)`` model steps (one batched target pass and at most ``L_max`` drafted
+    tokens per user and round) past :data:`spinlib.emulator.testbed.REAL_STEP_BUDGET`. The certified controllers'
+    own search has its node budget besides (:data:`REPLAN_NODE_BUDGET`)."""
+    from ..emulator.testbed import REAL_STEP_BUDGET
+
+    if config.allow_long:
+        return
+    solves = config.rounds * num_controllers
+    if solves > REPLAN_ROUND_BUDGET:
+        raise ValidationError(f"replan: {config.rounds:,} rounds x {num_controllers} controllers = {solves:,} "
+                              f"per-round solves, past the budget of {REPLAN_ROUND_BUDGET:,} (about 10-80 minutes "
+                              "here); fewer rounds or controllers, or allow_long=True (replan --allow-long)")
+    if real_models is not None:
+        steps = solves * (1 + num_users * config.L_max)
+        if steps > REAL_STEP_BUDGET:
+            raise ValidationError(f"replan --real-models: up to {steps:,} model steps ({config.rounds:,} rounds x "
+                                  f"{num_controllers} controllers x (1 + {num_users} users x L_max {config.L_max})), "
+                                  f"past the budget of {REAL_STEP_BUDGET:,}; fewer rounds, users or controllers, a "
+                                  "smaller --L-max, or allow_long=True (replan --allow-long)")
 
 
 def _real_models(pair_name: str, K: int):
@@ -452,7 +480,7 @@ DEFAULT_CONTROLLERS = ("plan-on-average", "server-only", "replan-ratio", "replan
                        "replan-drop", "replan-coordinate", "energy-queue")
 
 
-__all__ = ["MAX_USERS", "MAX_ROUNDS", "REPLAN_NODE_BUDGET", "ACCEPTANCE", "ReplanConfig", "ReplanResult", "multiuser_env", "cell_user_env",
+__all__ = ["MAX_USERS", "MAX_ROUNDS", "REPLAN_NODE_BUDGET", "REPLAN_ROUND_BUDGET", "check_replan_work", "ACCEPTANCE", "ReplanConfig", "ReplanResult", "multiuser_env", "cell_user_env",
            "fading_draws",
            "SharedBand", "play", "play_real",
            "run_replan", "DEFAULT_CONTROLLERS"]
