@@ -1,11 +1,11 @@
-"""Speed of the online arena (issue 14): 1,000 rounds x 10 controllers x 100 users.
+"""Speed of the online arena: 1,000 rounds x 10 controllers x 100 users.
 
     .venv/bin/python benchmarks/arena_speed.py [--quick] [--allow-busy] [--threads N] [--wait-quiet S]
 
 One arena run (:func:`spinlib.online.run_arena`) of ten controllers on i.i.d. synthetic streams
 with an exponential delay and Rayleigh fading, with and without the oracles (best fixed length
 in hindsight per user: ``L_max`` extra fixed-length runs, and the per-round clairvoyant). Median
-and quartiles over repeats (``benchmarks/bench_common.py``); issue 14 asks for seconds, not minutes.
+and quartiles over repeats (``benchmarks/bench_common.py``); the goal is seconds, not minutes.
 Writes results/benchmarks/arena_speed.json (``--quick``: 100 rounds, under results/smoke/).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What every speed benchmark shares (issue 16): threads, load checks, medians and interleaved ratios.
+"""What every speed benchmark shares: threads, load checks, medians and interleaved ratios.
 
 A benchmark script does::
 

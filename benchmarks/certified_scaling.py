@@ -29,7 +29,7 @@ each under the same node budget and wall-clock limit; recorded: wall time, nodes
 gap and the status. The whole solver (``solve_heterogeneous_sync``) is timed too, and the threads it
 may use are recorded. At K = 100,000 (:data:`LARGEST`, not in ``--quick``) one instance, and only
 :data:`LARGEST_VARIANTS` and the whole solver run: the references would take many minutes.
-:data:`GOALS_S` (issue 23's speed goal) is recorded, and the README's table says whether the medians meet it.
+:data:`GOALS_S` (our speed goal) is recorded, and the README's table says whether the medians meet it.
 
 Tiny instances (``tiny`` rows): K = 2, 3, 4 with L_max = 8 and 16, the whole solver with its
 default dispatch (every length vector evaluated up to
@@ -67,7 +67,7 @@ def scaled_instance(K: int, seed) -> "object":
 
 LARGEST = 100_000  # measured with LARGEST_VARIANTS and the whole solver only (the references take minutes)
 LARGEST_VARIANTS = ("solver_search", "solver_batch", "two_end", "two_end_mid")
-GOALS_S = {10_000: 1.0, 100_000: 15.0}  # issue 23's speed goal: the whole solver's median time [s] at K
+GOALS_S = {10_000: 1.0, 100_000: 15.0}  # our speed goal: the whole solver's median time [s] at K
 
 
 def variants(K: int) -> dict:

@@ -9,7 +9,7 @@ records the emulation's median time with quartiles, users x rounds per second at
 the ratio ``time(emulate) / time(evaluate)`` (``emulate_vs_evaluate``: a = evaluate, b = emulate),
 what an emulation costs in closed-form evaluations, with a 95 % bootstrap interval over the pairs
 (``benchmarks/bench_common.py``). (The emulation
-itself calls ``evaluate`` once, for its predicted goodput.) Issue 6 asks for 1,000 x 1,000 in
+itself calls ``evaluate`` once, for its predicted goodput.) The goal is 1,000 x 1,000 in
 under a minute. Refuses to run on a busy machine unless ``--allow-busy``.
 
 Writes results/benchmarks/emulator_speed.json (``--quick``: two sizes, under results/smoke/).

@@ -1,4 +1,4 @@
-"""The long fault-injection campaign of every cache and record kind (issue 24): the properties of
+"""The long fault-injection campaign of every cache and record kind: the properties of
 ``tests/test_faults.py`` with many more generated faults each.
 
     SPINLIB_FAULT_EXAMPLES=500 .venv/bin/python benchmarks/fault_campaign.py

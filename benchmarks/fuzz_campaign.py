@@ -1,4 +1,4 @@
-"""The long fuzz campaign of the CLI boundary (issue 12): the properties of ``tests/test_fuzz.py``
+"""The long fuzz campaign of the CLI boundary: the properties of ``tests/test_fuzz.py``
 with many more examples each.
 
     SPINLIB_FUZZ_EXAMPLES=2000 .venv/bin/python benchmarks/fuzz_campaign.py

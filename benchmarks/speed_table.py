@@ -1,4 +1,4 @@
-"""The README's speed section, generated from the benchmark JSONs (issue 16).
+"""The README's speed section, generated from the benchmark JSONs.
 
     .venv/bin/python benchmarks/speed_table.py [--check] [--readme README.md] [--results results/benchmarks]
 

@@ -10,16 +10,19 @@ from spinlib.paths import NOTEBOOKS, ROOT
 #: the patterns a reader-facing text may not contain, each with why
 FORBIDDEN = {
     r"\b[Ii]ssue\s+#?\d+": "an issue number (cite the paper's section, figure or table instead)",
-    r"\.\./shared\b": "a path outside the repository (a clone does not have it)",
-    r"\bearlier version\b|\bonce changed\b|\bper issue\b": "development history",
+    r"\.\./shared\b|(?<![\w./-])shared/(?:design|probes|papers|data|hooks)\b": "a path outside the repository (a clone "
+                                                                          "does not have it)",
+    r"\bearlier version\b|\bonce changed\b|\bper issue\b|\bbefore we read\b|\bsessions?\b(?! *=)":
+        "development history",
     r"\|\s*done\s*\|": "a status column",
 }
 
 
 def _texts():
     yield "README.md", (ROOT / "README.md").read_text(encoding="utf-8")
-    for mod in sorted((ROOT / "spinlib").rglob("*.py")):  # the library's docstrings and comments (help() shows them)
-        yield str(mod.relative_to(ROOT)), mod.read_text(encoding="utf-8")
+    for folder in ("spinlib", "benchmarks"):  # the docstrings and comments of the library and of its benchmarks
+        for mod in sorted((ROOT / folder).rglob("*.py")):
+            yield str(mod.relative_to(ROOT)), mod.read_text(encoding="utf-8")
     for nb in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
         for i, cell in enumerate(json.loads(nb.read_text(encoding="utf-8"))["cells"]):
             yield f"{nb.name} cell {i}", "".join(cell["source"])
@@ -34,6 +37,10 @@ def test_reader_facing_text_has_no_history_and_no_outside_links(pattern):
 def test_the_check_can_fail():
     assert re.search(next(p for p in FORBIDDEN if "ssue" in p), "as issue 25 says")
     assert re.search(r"\.\./shared\b", "see ../shared/design/model.md")
+    outside = next(p for p in FORBIDDEN if "shared" in p)
+    assert re.search(outside, "see `shared/design/controllers.md`") and not re.search(outside, "spinlib/shared/x")
+    history = next(p for p in FORBIDDEN if "earlier" in p)
+    assert re.search(history, "lent to this project's sessions so far") and re.search(history, "before we read them")
 
 
 #: a number with a unit (a result's shape) in prose a reader sees

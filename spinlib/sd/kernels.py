@@ -1,7 +1,7 @@
 """Which numeric kernel runs the real models: chosen by measurement on the machine at hand, recorded.
 
 The speed of a CPU forward pass depends on the kernel far more than on the model. On an AMD EPYC
-with AVX512-BF16 (the probe in ``shared/probes``), the default float32 ``nn.Linear`` is 2-2.6x
+with AVX512-BF16 (measured on one such machine), the default float32 ``nn.Linear`` is 2-2.6x
 slower at 2-8 rows than at 1 row (the small-M GEMM path), which makes every verification pass look
 expensive; bfloat16, or float32 with weights prepacked for oneDNN, is nearly flat from 1 to 8 rows.
 On a processor without native bf16 the ranking can reverse. So nothing is assumed:

@@ -19,6 +19,7 @@ from ..emulator.fading import Fading
 from ..maps import check_axes
 from ..timing import median_standard_error
 from ..validation import ValidationError
+from ..verdicts import log_like
 from ..online.arena import ArenaConfig, ArenaResult, Delay, run_arena
 from ..online.energy import energy_preset
 from ..online.registry import as_spec, cspec
@@ -279,8 +280,9 @@ def regret_exponent(rounds, curves, *, start_fraction: float = 1 / 32, n_boot: i
     Returns
     -------
     dict
-        ``p`` (mean curve), ``p_lo``, ``p_hi`` (interval), ``points`` used, ``log_consistent``
-        (``p_lo <= 0.1``), ``per_doubling`` (the fitted growth factor ``2^p``).
+        ``p`` (mean curve), ``p_lo``, ``p_hi`` (interval), ``points`` used, ``log_like``
+        (:func:`spinlib.verdicts.log_like`: the interval's upper bound ``p_hi`` below 0.1; a lower bound
+        below 0.1 alone does not make a power law log-like), ``per_doubling`` (the fitted growth factor ``2^p``).
     """
     t = np.asarray(rounds, float)
     Y = np.asarray(curves, float)
@@ -293,7 +295,7 @@ def regret_exponent(rounds, curves, *, start_fraction: float = 1 / 32, n_boot: i
     boots = np.array([fit(Y[rng.integers(0, Y.shape[0], Y.shape[0])].mean(0)) for _ in range(n_boot)])
     lo, hi = np.quantile(boots, [(1 - confidence) / 2, (1 + confidence) / 2])
     return {"p": p_mean, "p_lo": float(lo), "p_hi": float(hi), "points": fit.points,
-            "log_consistent": bool(lo <= 0.1), "per_doubling": float(2 ** p_mean)}
+            "log_like": log_like(hi).holds, "per_doubling": float(2 ** p_mean)}
 
 
 def regret_study(pair: str, controllers, *, rounds: int, users: int, n_seeds: int, seed: int, delay_kind: str,

@@ -147,10 +147,10 @@ def _curves(f, seeds=6, noise=0.02, seed=0):
 def test_regret_exponent_tells_log_from_a_power_law():
     t, Y = _curves(lambda t: 5 + 3 * np.log(t))
     g = regret_exponent(t, Y)
-    assert g["log_consistent"] and g["p_lo"] <= 0.1
+    assert g["log_like"] and g["p_hi"] < 0.1
     t, Y = _curves(lambda t: 2 * t ** 0.5)
     g = regret_exponent(t, Y)
-    assert not g["log_consistent"] and abs(g["p"] - 0.5) < 0.05 and g["p_lo"] <= 0.5 <= g["p_hi"]
+    assert not g["log_like"] and abs(g["p"] - 0.5) < 0.05 and g["p_lo"] <= 0.5 <= g["p_hi"]
     t, Y = _curves(lambda t: 0.1 * t)
     g = regret_exponent(t, Y)
     assert abs(g["p"] - 1) < 0.05 and math.isclose(g["per_doubling"], 2 ** g["p"])
