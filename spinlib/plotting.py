@@ -292,7 +292,7 @@ def plot_policies(ax, long_df, policies, *, x="x", y="goodput", labels=None, err
 
     labels = labels or {}
     n = len(policies)
-    span = float(long_df[x].max() - long_df[x].min()) or 1.0
+    span = (float(long_df[x].max() - long_df[x].min()) or 1.0) if dodge and not log_x else 1.0
     for i, (pol, style) in enumerate(zip(policies, series_styles())):
         d = long_df[long_df["policy"] == pol]
         if dodge:
