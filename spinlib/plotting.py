@@ -209,9 +209,17 @@ def _label_overlaps(fig, renderer) -> list[str]:
     """Axis labels and titles of one axes that intersect the labels, titles or tick labels of another."""
     def boxes(ax, ticks: bool):
         texts = [ax.xaxis.label, ax.yaxis.label, ax.title, ax._left_title, ax._right_title]
-        if ticks:
-            texts += [*ax.get_xticklabels(), *ax.get_yticklabels()]
-        return [(t.get_text(), t.get_window_extent(renderer)) for t in texts if t.get_visible() and t.get_text()]
+        out = [(t.get_text(), t.get_window_extent(renderer)) for t in texts if t.get_visible() and t.get_text()]
+        if ticks:  # only the tick labels drawn: a tick outside the view limits keeps a label that is never shown
+            frame = ax.get_window_extent(renderer)
+            for axis, lo, hi, centre in ((ax.get_xticklabels(), frame.x0, frame.x1, lambda b: (b.x0 + b.x1) / 2),
+                                         (ax.get_yticklabels(), frame.y0, frame.y1, lambda b: (b.y0 + b.y1) / 2)):
+                for t in axis:
+                    if t.get_visible() and t.get_text():
+                        box = t.get_window_extent(renderer)
+                        if lo - 0.5 <= centre(box) <= hi + 0.5:
+                            out.append((t.get_text(), box))
+        return out
 
     out = []
     axes = [ax for ax in fig.axes if ax.get_visible()]

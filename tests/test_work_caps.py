@@ -90,3 +90,43 @@ def test_replan_refuses_past_its_projected_work_before_any(K, L_max, rounds, n_c
     R.check_replan_work(K, n_ctrl, R.ReplanConfig(rounds=rounds, L_max=L_max, allow_long=True), pair)  # lifted
     if not over:
         R.check_replan_work(K, n_ctrl, cfg, pair)  # under the budget: no refusal
+
+
+#: every command and what bounds its work, by the library constant that sets the bound (module, name) and why that
+#: bounds it; a command missing here (or a constant that is gone) fails the test below, so a new command declares
+#: its cap or why it needs none
+WORK_CAPS = {
+    "scenario": [("spinlib.scenario", "MAX_USERS", "users a scenario holds; writing it is linear in them")],
+    "evaluate": [("spinlib.scenario", "MAX_USERS", "closed-form evaluation, linear in the users")],
+    "solve": [("spinlib.scenario", "MAX_USERS", "users; each policy refuses past its own max_users"),
+              ("spinlib.control.exhaustive", "MAX_VECTORS", "the exhaustive reference's length vectors")],
+    "emulate": [("spinlib.cli", "MAX_ROUNDS", "rounds"),
+                ("spinlib.emulator.testbed", "MAX_ROUND_USER_CELLS", "rounds x users (memory)"),
+                ("spinlib.emulator.testbed", "REAL_STEP_BUDGET", "model steps of the real mode (allow_long)")],
+    "pairs": [],  # a listing of the packaged pairs: no work to bound
+    "generate": [("spinlib.cli", "MAX_NEW_TOKENS", "new tokens"), ("spinlib.cli", "MAX_PROMPT_TOKENS", "prompt tokens")],
+    "measure": [("spinlib.sd.measure", "MEASURE_TOKEN_BUDGET", "tokens generated or scored (allow_long)"),
+                ("spinlib.cli", "MAX_NEW_TOKENS", "new tokens per prompt")],
+    "balance": [("spinlib.balance.model", "MAX_USERS", "users of an instance (and --random K)"),
+                ("spinlib.balance.solvers", "MAX_PHI_STEPS", "compute shares the algorithm and the MILP enumerate")],
+    "arena": [("spinlib.online.arena", "ARENA_WORK_LIMIT", "user-rounds x seeds x controllers (allow_long)")],
+    "replan": [("spinlib.online.replan", "REPLAN_ROUND_BUDGET", "rounds x controllers per-round solves (allow_long)"),
+               ("spinlib.online.replan", "REPLAN_NODE_BUDGET", "certified search nodes (allow_long)"),
+               ("spinlib.emulator.testbed", "REAL_STEP_BUDGET", "model steps with --real-models (allow_long)")],
+}
+
+
+def test_every_command_declares_what_bounds_its_work():
+    import argparse
+    import importlib
+    import math
+
+    from spinlib.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == set(WORK_CAPS), (sorted(set(sub.choices) - set(WORK_CAPS)),
+                                                sorted(set(WORK_CAPS) - set(sub.choices)))
+    for cmd, caps in WORK_CAPS.items():
+        for module, name, _ in caps:
+            value = getattr(importlib.import_module(module), name)
+            assert isinstance(value, int) and 0 < value < math.inf, (cmd, module, name, value)
