@@ -205,6 +205,16 @@ def figure_faults(fig) -> list[str]:
     return faults
 
 
+#: labels of two axes whose boxes share less than this many pixels in each direction only touch (a tick label at a
+#: colour bar's top edge beneath a long title): not a fault
+LABEL_TOLERANCE_PX = 3.0
+
+
+def _shared(a, b) -> float:
+    """The smaller side of the intersection of boxes ``a`` and ``b`` [px] (0 when they do not meet)."""
+    return max(0.0, min(min(a.x1, b.x1) - max(a.x0, b.x0), min(a.y1, b.y1) - max(a.y0, b.y0)))
+
+
 def _label_overlaps(fig, renderer) -> list[str]:
     """Axis labels and titles of one axes that intersect the labels, titles or tick labels of another."""
     def boxes(ax, ticks: bool):
@@ -229,7 +239,8 @@ def _label_overlaps(fig, renderer) -> list[str]:
                 continue
             for name_a, box_a in boxes(a, False):
                 for name_b, box_b in boxes(b, True):
-                    if box_a.overlaps(box_b) and (j > i or (name_b, name_a) not in [(x, y) for x, y, *_ in out]):
+                    if _shared(box_a, box_b) > LABEL_TOLERANCE_PX and \
+                            (j > i or (name_b, name_a) not in [(x, y) for x, y, *_ in out]):
                         out.append((name_a, name_b, i, j))
     seen, faults = set(), []
     for name_a, name_b, i, j in out:
