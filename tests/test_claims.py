@@ -111,10 +111,12 @@ def test_committed_executed_notebooks_are_current_and_from_committed_sources():
 def test_stale_detects_a_changed_input(tmp_path, monkeypatch):
     monkeypatch.setenv("SPINLIB_RESULTS", str(tmp_path))
     f = ROOT / "notebooks" / "00_overview.ipynb"
-    rec = tmp_path / "rec.json"
-    rec.write_text(json.dumps({"inputs": {"notebooks/00_overview.ipynb": "0" * 64}}))
+    lib = {"spinlib/claims.py": sha256_file(ROOT / "spinlib" / "claims.py")}  # a record lists its library modules too
+    rec = tmp_path / "00_overview.json"
+    rec.write_text(json.dumps({"notebook": "00_overview", "inputs": {"notebooks/00_overview.ipynb": "0" * 64, **lib}}))
     assert N.stale(rec) == ["notebooks/00_overview.ipynb"]
-    rec.write_text(json.dumps({"inputs": {"notebooks/00_overview.ipynb": sha256_file(f)}}))
+    rec.write_text(json.dumps({"notebook": "00_overview", "inputs": {"notebooks/00_overview.ipynb": sha256_file(f),
+                                                                    **lib}}))
     assert N.stale(rec) == []
 
 
